@@ -1,0 +1,456 @@
+"""The hardware description: one multi-die GPU socket and the scale-up pod around it.
+
+`System` is a pytree (``flax.struct.dataclass``).  Fields that fix array shapes
+(mesh size, counts of CUs, stacks, ports, GPUs, flit size) are *static*: they
+are part of the compiled program, so changing them re-traces.  Continuous
+fields (latencies, clocks, bandwidths) are pytree leaves: they can be traced,
+batched with ``vmap`` and differentiated with ``grad``.
+
+Units (see docs/model.md): time in ns, sizes in bytes, bandwidth in bytes/ns
+(numerically equal to GB/s, decimal), clock in GHz (cycles per ns).
+
+Geometry conventions (docs/model.md, "Geometry"):
+
+* the global mesh has ``mesh_cols`` columns (X, along the long dimension) and
+  ``mesh_rows`` rows (Y).  Router id ``r = y * mesh_cols + x``.
+* ``n_dies`` compute dies split the columns into equal vertical slabs.
+* HBM stacks sit on the two long edges (rows 0 and ``mesh_rows - 1``), half on
+  each, spread evenly over the columns; each attaches to one edge router.
+* I/O ports sit on the two short (far) edges (columns 0 and ``mesh_cols - 1``,
+  behind the I/O dies), half on each, spread evenly over the rows.  Port
+  ``p`` of every GPU attaches to switch plane ``p`` (rail-optimized Clos,
+  NUNA section 3.1.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+from flax import struct
+
+__all__ = [
+    "System",
+    "preset",
+    "preset_names",
+    "from_params",
+    "from_toml",
+    "cu_router",
+    "stack_router",
+    "port_router",
+    "router_xy",
+    "router_die",
+]
+
+_static = lambda: struct.field(pytree_node=False)  # noqa: E731
+
+
+@struct.dataclass
+class System:
+    """One GPU socket (a global 2-D mesh NoC) and the pod of ``n_gpus`` sockets.
+
+    Static (shape-defining) fields
+    ------------------------------
+    name: preset name, for reports.
+    mesh_cols, mesh_rows: global mesh size in routers (X along the long edge).
+    n_dies: compute dies; each owns ``mesh_cols / n_dies`` columns.
+    cus_per_router: compute units attached to every router.
+    n_hbm_stacks: HBM stacks, half on each long edge.
+    n_io_ports: scale-up I/O ports, half on each short edge.
+    n_gpus: sockets in the scale-up pod (NUNA: "number of GPUs").
+    flit_bytes: NoC / scale-up flit size in bytes (256 B, NUNA section 5.1).
+    page_bytes: memory page size in bytes (4 KiB, NUNA section 4.2).
+    max_outstanding_per_cu: outstanding memory requests one CU may have (700).
+
+    Continuous fields (pytree leaves)
+    ---------------------------------
+    noc_clock_ghz: NoC clock in GHz (cycles per ns).
+    hop_cycles: router + link traversal per mesh hop, in NoC cycles.
+    die_crossing_ns: extra latency for a hop that crosses a die boundary, ns.
+    cu_to_noc_ns: latency from a CU to its router (L1 miss path), ns.
+    link_bw_bytes_per_ns: bandwidth of one *directed* mesh link, bytes/ns.
+    hbm_bw_bytes_per_ns: bandwidth of one HBM stack, bytes/ns.
+    hbm_latency_ns: HBM access latency, ns.
+    port_bw_bytes_per_ns: bandwidth of one I/O port per direction, bytes/ns.
+    switch_latency_ns: scale-up latency from egress port to the peer's ingress
+        port (link + single-level Clos switch), ns.
+    flops_bf16_per_ns, flops_fp4_per_ns: dense peak throughput, FLOP/ns.
+    """
+
+    name: str = _static()
+    mesh_cols: int = _static()
+    mesh_rows: int = _static()
+    n_dies: int = _static()
+    cus_per_router: int = _static()
+    n_hbm_stacks: int = _static()
+    n_io_ports: int = _static()
+    n_gpus: int = _static()
+    flit_bytes: int = _static()
+    page_bytes: int = _static()
+    max_outstanding_per_cu: int = _static()
+
+    noc_clock_ghz: Any = 1.2
+    hop_cycles: Any = 10.0
+    die_crossing_ns: Any = 0.0
+    cu_to_noc_ns: Any = 120.0
+    link_bw_bytes_per_ns: Any = 833.3333333333334
+    hbm_bw_bytes_per_ns: Any = 2500.0
+    hbm_latency_ns: Any = 150.0
+    port_bw_bytes_per_ns: Any = 50.0
+    switch_latency_ns: Any = 500.0
+    flops_bf16_per_ns: Any = 25e6
+    flops_fp4_per_ns: Any = 100e6
+
+    # ---- derived quantities (plain properties; no state) -------------------
+    @property
+    def n_routers(self) -> int:
+        return self.mesh_cols * self.mesh_rows
+
+    @property
+    def n_cus(self) -> int:
+        return self.n_routers * self.cus_per_router
+
+    @property
+    def cols_per_die(self) -> int:
+        return self.mesh_cols // self.n_dies
+
+    @property
+    def hop_ns(self):
+        """Latency of one mesh hop in ns (hop_cycles / noc_clock_ghz)."""
+        return self.hop_cycles / self.noc_clock_ghz
+
+    @property
+    def n_directed_links(self) -> int:
+        c, r = self.mesh_cols, self.mesh_rows
+        return 2 * ((c - 1) * r + c * (r - 1))
+
+    @property
+    def bisection_bw_bytes_per_ns(self):
+        """Bandwidth across the mesh's minimum bisection, both directions.
+
+        The cut across the long (X) dimension crosses ``mesh_rows``
+        bidirectional links, i.e. ``2 * mesh_rows`` directed links.
+        """
+        return 2 * self.mesh_rows * self.link_bw_bytes_per_ns
+
+    @property
+    def hbm_total_bw_bytes_per_ns(self):
+        return self.n_hbm_stacks * self.hbm_bw_bytes_per_ns
+
+    @property
+    def scaleup_bw_bytes_per_ns(self):
+        """Per-GPU scale-up bandwidth, one direction, bytes/ns (sum over ports)."""
+        return self.n_io_ports * self.port_bw_bytes_per_ns
+
+    def replace(self, **changes) -> "System":  # validated replace
+        out = dataclasses.replace(self, **changes)
+        validate(out)
+        return out
+
+    def summary(self) -> dict:
+        """A plain-dict description (JSON-ready) of the system."""
+        f = lambda v: float(np.asarray(v))  # noqa: E731
+        return {
+            "name": self.name,
+            "mesh": [self.mesh_cols, self.mesh_rows],
+            "n_dies": self.n_dies,
+            "n_cus": self.n_cus,
+            "cus_per_router": self.cus_per_router,
+            "n_hbm_stacks": self.n_hbm_stacks,
+            "n_io_ports": self.n_io_ports,
+            "n_gpus": self.n_gpus,
+            "flit_bytes": self.flit_bytes,
+            "page_bytes": self.page_bytes,
+            "max_outstanding_per_cu": self.max_outstanding_per_cu,
+            "noc_clock_ghz": f(self.noc_clock_ghz),
+            "hop_ns": f(self.hop_ns),
+            "die_crossing_ns": f(self.die_crossing_ns),
+            "cu_to_noc_ns": f(self.cu_to_noc_ns),
+            "link_bw_GBps": f(self.link_bw_bytes_per_ns),
+            "bisection_bw_TBps": f(self.bisection_bw_bytes_per_ns) / 1e3,
+            "hbm_total_bw_TBps": f(self.hbm_total_bw_bytes_per_ns) / 1e3,
+            "hbm_latency_ns": f(self.hbm_latency_ns),
+            "port_bw_GBps": f(self.port_bw_bytes_per_ns),
+            "scaleup_bw_TBps": f(self.scaleup_bw_bytes_per_ns) / 1e3,
+            "switch_latency_ns": f(self.switch_latency_ns),
+            "bf16_PFLOPS": f(self.flops_bf16_per_ns) / 1e6,
+            "fp4_PFLOPS": f(self.flops_fp4_per_ns) / 1e6,
+        }
+
+
+# ---------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------
+_POSITIVE_INT = (
+    "mesh_cols", "mesh_rows", "n_dies", "cus_per_router", "n_hbm_stacks",
+    "n_io_ports", "flit_bytes", "page_bytes", "max_outstanding_per_cu",
+)
+_POSITIVE_FLOAT = (
+    "noc_clock_ghz", "hop_cycles", "link_bw_bytes_per_ns", "hbm_bw_bytes_per_ns",
+    "port_bw_bytes_per_ns", "flops_bf16_per_ns", "flops_fp4_per_ns",
+)
+_NONNEG_FLOAT = ("die_crossing_ns", "cu_to_noc_ns", "hbm_latency_ns", "switch_latency_ns")
+
+
+def _is_concrete(v) -> bool:
+    try:
+        np.asarray(v, dtype=float)
+        return True
+    except Exception:  # a tracer: cannot be checked, and need not be
+        return False
+
+
+def validate(s: System) -> System:
+    """Raise ``ValueError`` naming the first bad field; return ``s`` if fine."""
+    for k in _POSITIVE_INT:
+        v = getattr(s, k)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"System.{k} must be a positive integer, got {v!r}")
+    if not isinstance(s.n_gpus, (int, np.integer)) or s.n_gpus < 1:
+        raise ValueError(f"System.n_gpus must be an integer >= 1, got {s.n_gpus!r}")
+    for k in _POSITIVE_FLOAT + _NONNEG_FLOAT:
+        v = getattr(s, k)
+        if not _is_concrete(v):
+            continue
+        a = np.asarray(v, dtype=float)
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"System.{k} must be finite, got {v!r}")
+        if k in _POSITIVE_FLOAT and np.any(a <= 0):
+            raise ValueError(f"System.{k} must be > 0, got {v!r}")
+        if k in _NONNEG_FLOAT and np.any(a < 0):
+            raise ValueError(f"System.{k} must be >= 0, got {v!r}")
+    if s.mesh_cols % s.n_dies:
+        raise ValueError(
+            f"System.n_dies={s.n_dies} must divide mesh_cols={s.mesh_cols} "
+            "(each compute die owns an equal slab of columns)")
+    if s.mesh_cols < 2:
+        raise ValueError(f"System.mesh_cols must be >= 2 (ports sit on two short edges), got {s.mesh_cols}")
+    if s.n_hbm_stacks % 2:
+        raise ValueError(f"System.n_hbm_stacks must be even (half on each long edge), got {s.n_hbm_stacks}")
+    if s.n_hbm_stacks // 2 > s.mesh_cols:
+        raise ValueError(
+            f"System.n_hbm_stacks={s.n_hbm_stacks}: {s.n_hbm_stacks // 2} stacks per long edge "
+            f"do not fit on an edge of mesh_cols={s.mesh_cols} routers")
+    if s.n_io_ports % 2:
+        raise ValueError(f"System.n_io_ports must be even (half on each short edge), got {s.n_io_ports}")
+    per_edge = s.n_io_ports // 2
+    if per_edge % s.mesh_rows:
+        raise ValueError(
+            f"System.n_io_ports={s.n_io_ports}: {per_edge} ports per short edge do not spread "
+            f"evenly over mesh_rows={s.mesh_rows} edge routers")
+    if s.page_bytes % s.flit_bytes:
+        raise ValueError(
+            f"System.page_bytes={s.page_bytes} must be a multiple of flit_bytes={s.flit_bytes}")
+    return s
+
+
+# ---------------------------------------------------------------------------
+# geometry: where CUs, stacks and ports attach (numpy, static)
+# ---------------------------------------------------------------------------
+def router_xy(s: System, router) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) mesh coordinates of router ids (``r = y * mesh_cols + x``)."""
+    r = np.asarray(router)
+    return r % s.mesh_cols, r // s.mesh_cols
+
+
+def router_die(s: System, router) -> np.ndarray:
+    """Compute die (0 .. n_dies-1) owning each router (by column slab)."""
+    x, _ = router_xy(s, router)
+    return x // s.cols_per_die
+
+
+def cu_router(s: System) -> np.ndarray:
+    """Router of every CU, shape [n_cus]; CU ``c`` sits on router ``c // cus_per_router``."""
+    return np.arange(s.n_cus, dtype=np.int32) // s.cus_per_router
+
+
+def stack_router(s: System) -> np.ndarray:
+    """Router of every HBM stack, shape [n_hbm_stacks].
+
+    Stacks ``0 .. n/2-1`` sit on row 0, the rest on row ``mesh_rows-1``; on
+    each edge stack ``i`` owns the column span ``[i*w, (i+1)*w)`` with
+    ``w = mesh_cols / (n/2)`` and attaches to the router at its centre
+    column ``floor((i + 1/2) * w)``.
+    """
+    per_edge = s.n_hbm_stacks // 2
+    i = np.arange(per_edge)
+    x = np.floor((i + 0.5) * s.mesh_cols / per_edge).astype(np.int32)
+    top = 0 * s.mesh_cols + x
+    bottom = (s.mesh_rows - 1) * s.mesh_cols + x
+    return np.concatenate([top, bottom]).astype(np.int32)
+
+
+def port_router(s: System) -> np.ndarray:
+    """Router of every I/O port, shape [n_io_ports].
+
+    Ports ``0 .. n/2-1`` sit on column 0 (west short edge), the rest on column
+    ``mesh_cols-1`` (east).  On each edge, port ``k`` attaches to row
+    ``k // (n/2 / mesh_rows)``: consecutive ports are physically adjacent, so
+    a contiguous range of port ids is a contiguous stretch of edge.
+    """
+    per_edge = s.n_io_ports // 2
+    per_row = per_edge // s.mesh_rows
+    k = np.arange(per_edge)
+    y = k // per_row
+    west = y * s.mesh_cols + 0
+    east = y * s.mesh_cols + (s.mesh_cols - 1)
+    return np.concatenate([west, east]).astype(np.int32)
+
+
+# ---------------------------------------------------------------------------
+# presets and construction
+# ---------------------------------------------------------------------------
+def _table2_params() -> dict:
+    """NUNA Table 2 (section 5.3) and sections 3.1 / 5.1.
+
+    Derivations (docs/model.md, "Table 2 system"):
+    * hop: 10 cycles at 1.2 GHz = 8.333 ns.
+    * mesh link: 10 TB/s bisection; the minimum bisection of a 24x6 mesh cuts
+      6 bidirectional = 12 directed links -> 10e12 / 12 B/s = 833.3 B/ns per
+      directed link.
+    * HBM: 40 TB/s over 16 stacks = 2.5 TB/s = 2500 B/ns per stack.
+    * I/O: 7.2 TB/s over 144 ports = 50 GB/s = 50 B/ns per port, per direction.
+    * 25 PFLOPS bf16 = 25e6 FLOP/ns; 100 PFLOPS fp4 = 100e6 FLOP/ns.
+    """
+    return dict(
+        name="table2", mesh_cols=24, mesh_rows=6, n_dies=4, cus_per_router=4,
+        n_hbm_stacks=16, n_io_ports=144, n_gpus=8, flit_bytes=256, page_bytes=4096,
+        max_outstanding_per_cu=700,
+        noc_clock_ghz=1.2, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
+        link_bw_bytes_per_ns=10e3 / 12, hbm_bw_bytes_per_ns=40e3 / 16, hbm_latency_ns=150.0,
+        port_bw_bytes_per_ns=7.2e3 / 144, switch_latency_ns=500.0,
+        flops_bf16_per_ns=25e6, flops_fp4_per_ns=100e6,
+    )
+
+
+def _mono_params() -> dict:
+    """Illustrative single-die socket, modelled on an H100-class part.
+
+    One die, an 8x3 mesh with 4 CUs per router (96 CUs; H100 SXM has 132 SMs),
+    8 HBM stacks sharing 3.35 TB/s (H100 has 5 active stacks; 8 keeps the two
+    long edges symmetric), 18 ports of 25 GB/s per direction (NVLink 4: 18
+    links, 450 GB/s per direction), 1.6 GHz NoC, 0.99 PFLOPS bf16 dense.
+    Other latencies as Table 2.  Illustrative only: not calibrated to any
+    product.
+    """
+    return dict(
+        name="mono", mesh_cols=8, mesh_rows=3, n_dies=1, cus_per_router=4,
+        n_hbm_stacks=8, n_io_ports=18, n_gpus=8, flit_bytes=256, page_bytes=4096,
+        max_outstanding_per_cu=700,
+        noc_clock_ghz=1.6, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
+        link_bw_bytes_per_ns=512.0, hbm_bw_bytes_per_ns=3350.0 / 8, hbm_latency_ns=150.0,
+        port_bw_bytes_per_ns=25.0, switch_latency_ns=500.0,
+        flops_bf16_per_ns=0.99e6, flops_fp4_per_ns=0.99e6,
+    )
+
+
+def _quad_params() -> dict:
+    """Illustrative four-die socket loosely modelled on an MI300X-class part:
+    four compute dies in a row (a 16x4 global mesh, 256 CUs ~ MI300X's 304),
+    8 HBM stacks of 0.66 TB/s (5.3 TB/s), 16 ports of 32 GB/s (~ 7 Infinity
+    Fabric links at 64 GB/s bidirectional, rounded to an evenly spread count),
+    a die-crossing penalty of 20 ns.  Illustrative only: not calibrated."""
+    return dict(
+        name="quad", mesh_cols=16, mesh_rows=4, n_dies=4, cus_per_router=4,
+        n_hbm_stacks=8, n_io_ports=16, n_gpus=8, flit_bytes=256, page_bytes=4096,
+        max_outstanding_per_cu=700,
+        noc_clock_ghz=2.1, hop_cycles=10.0, die_crossing_ns=20.0, cu_to_noc_ns=120.0,
+        link_bw_bytes_per_ns=1024.0, hbm_bw_bytes_per_ns=5300.0 / 8, hbm_latency_ns=150.0,
+        port_bw_bytes_per_ns=32.0, switch_latency_ns=500.0,
+        flops_bf16_per_ns=1.3e6, flops_fp4_per_ns=2.6e6,
+    )
+
+
+_PRESETS = {"table2": _table2_params, "mono": _mono_params, "quad": _quad_params}
+
+
+def preset_names() -> list[str]:
+    return sorted(_PRESETS)
+
+
+def _coerce(params: Mapping[str, Any]) -> dict:
+    fields = {f.name: f for f in dataclasses.fields(System)}
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown System field(s): {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
+    out = {}
+    for k, v in params.items():
+        static = not fields[k].metadata.get("pytree_node", True)
+        if static and k != "name":
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+        elif not static and isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            v = float(v)
+        out[k] = v
+    return out
+
+
+def from_params(**params) -> System:
+    """Build and validate a System from plain keyword parameters.
+
+    Missing static fields are taken from the Table 2 preset.
+    """
+    base = _table2_params()
+    base["name"] = "custom"
+    base.update(params)
+    return validate(System(**_coerce(base)))
+
+
+def preset(name: str = "table2", **overrides) -> System:
+    """A named preset (``table2``, ``mono``, ``quad``), optionally overridden.
+
+    >>> preset("table2", n_gpus=64).n_gpus
+    64
+    """
+    key = str(name).lower()
+    if key not in _PRESETS:
+        raise ValueError(f"unknown system preset {name!r}; choose one of {', '.join(preset_names())}")
+    params = _PRESETS[key]()
+    params.update(overrides)
+    return validate(System(**_coerce(params)))
+
+
+def from_toml(path: str | Path) -> System:
+    """Read a System from TOML: an optional ``base = "<preset>"`` plus field overrides.
+
+    Keys may sit at top level or under a ``[system]`` table.
+    """
+    try:
+        import tomllib  # Python >= 3.11
+    except ModuleNotFoundError:  # pragma: no cover
+        import tomli as tomllib
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"system file {str(p)!r} does not exist")
+    with p.open("rb") as fh:
+        try:
+            data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{p}: invalid TOML: {e}") from None
+    data = dict(data.get("system", data))
+    base = data.pop("base", None)
+    if base is not None:
+        return preset(base, **data)
+    return from_params(**data)
+
+
+def load_system(spec: str | None, n_gpus: int | None = None) -> System:
+    """Resolve a CLI ``--system`` value: a preset name or a path to a TOML file."""
+    spec = spec or "table2"
+    if spec.endswith(".toml"):
+        s = from_toml(spec)
+    else:
+        s = preset(spec)
+    if n_gpus is not None:
+        s = s.replace(n_gpus=int(n_gpus))
+    return s
+
+
+def hop_count(s: System, src_router, dst_router) -> np.ndarray:
+    """Manhattan hop count between routers (numpy helper; see models.mesh for JAX)."""
+    sx, sy = router_xy(s, src_router)
+    dx, dy = router_xy(s, dst_router)
+    return np.abs(sx - dx) + np.abs(sy - dy)
+
