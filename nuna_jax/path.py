@@ -38,7 +38,8 @@ from .models import mesh
 from .system import System, cu_router, port_router, stack_router
 from .traffic import Traffic
 
-__all__ = ["ResourceLayout", "resource_layout", "n_stages", "Stages", "flow_stages", "stage_names"]
+__all__ = ["ResourceLayout", "resource_layout", "n_stages", "Stages", "flow_stages", "stage_names",
+           "leg_latency_ns", "zero_load_latency_ns"]
 
 
 class ResourceLayout(NamedTuple):
@@ -133,6 +134,13 @@ def flow_stages(s: System, t: Traffic) -> Stages:
     svc = jnp.concatenate([jnp.broadcast_to(q[1], q[0].shape) for q in parts], axis=1)
     lat = jnp.concatenate([jnp.broadcast_to(q[2], q[0].shape) for q in parts], axis=1)
     return Stages(res, svc, lat)
+
+
+def leg_latency_ns(s: System, src_router, dst_router):
+    """Zero-load time of one flit over an XY mesh leg, ns: per hop ``flit/link_bw + hop``,
+    plus ``die_crossing_ns`` per die boundary (the same terms as the link stages)."""
+    return (mesh.hops(s, src_router, dst_router) * (s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns)
+            + mesh.die_crossings(s, src_router, dst_router) * s.die_crossing_ns)
 
 
 def zero_load_latency_ns(s: System, t: Traffic):

@@ -42,6 +42,8 @@ __all__ = [
     "port_router",
     "router_xy",
     "router_die",
+    "validate",
+    "load_system",
 ]
 
 _static = lambda: struct.field(pytree_node=False)  # noqa: E731
@@ -144,10 +146,8 @@ class System:
         """Per-GPU scale-up bandwidth, one direction, bytes/ns (sum over ports)."""
         return self.n_io_ports * self.port_bw_bytes_per_ns
 
-    def replace(self, **changes) -> "System":  # validated replace
-        out = dataclasses.replace(self, **changes)
-        validate(out)
-        return out
+    # ``replace(**changes)`` comes from flax.struct (unvalidated, trace-safe);
+    # call ``validate(s.replace(...))`` at API boundaries.
 
     def summary(self) -> dict:
         """A plain-dict description (JSON-ready) of the system."""
@@ -444,7 +444,7 @@ def load_system(spec: str | None, n_gpus: int | None = None) -> System:
     else:
         s = preset(spec)
     if n_gpus is not None:
-        s = s.replace(n_gpus=int(n_gpus))
+        s = validate(s.replace(n_gpus=int(n_gpus)))
     return s
 
 

@@ -1,0 +1,60 @@
+"""``nuna-jax info``: the system and its NUNA spread (NUNA section 1)."""
+
+from __future__ import annotations
+
+from .cliutil import add_system_args, emit_json, system_from_args
+from .models.spread import nuna_spread
+from .system import router_xy
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "info", help="summarize a system and its NUNA latency spread",
+        description="Summarize the hardware (default: NUNA Table 2) and its zero-load NUNA "
+                    "latency spread: best/mean/worst NoC latency CU->port and port->stack and "
+                    "GPU-to-GPU store/transfer latency, beside the ratios stated in NUNA section 1.")
+    add_system_args(p)
+
+
+def info_dict(s) -> dict:
+    from .system import port_router, stack_router
+    d = s.summary()
+    sp = nuna_spread(s)
+    d["noc_latency_ns"] = {"cu_to_port": sp["cu_to_port"], "port_to_stack": sp["port_to_stack"]}
+    d["gpu_to_gpu_latency_ns"] = {"store": sp["store"], "transfer": sp["transfer"]}
+    d["ratios"] = sp["ratios"]
+    d["paper_ratios"] = sp["paper_ratios"]
+    sx, sy = router_xy(s, stack_router(s))
+    px, py = router_xy(s, port_router(s))
+    d["hbm_stack_xy"] = [[int(a), int(b)] for a, b in zip(sx, sy)]
+    d["io_ports_per_edge_router"] = int(s.n_io_ports // 2 // s.mesh_rows)
+    return d
+
+
+def run(args) -> int:
+    s = system_from_args(args)
+    d = info_dict(s)
+    if args.json:
+        emit_json(d)
+        return 0
+    n, l, g, r, pr = d, d["noc_latency_ns"], d["gpu_to_gpu_latency_ns"], d["ratios"], d["paper_ratios"]
+    print(f"system {n['name']}: {n['mesh'][0]}x{n['mesh'][1]} mesh over {n['n_dies']} compute dies, "
+          f"{n['n_cus']} CUs ({n['cus_per_router']}/router), {n['n_hbm_stacks']} HBM stacks, "
+          f"{n['n_io_ports']} I/O ports ({d['io_ports_per_edge_router']}/edge router), pod of {n['n_gpus']} GPUs")
+    print(f"  NoC {n['noc_clock_ghz']:g} GHz, hop {n['hop_ns']:.3f} ns, link {n['link_bw_GBps']:.1f} GB/s "
+          f"(bisection {n['bisection_bw_TBps']:.1f} TB/s); HBM {n['hbm_total_bw_TBps']:.1f} TB/s, "
+          f"{n['hbm_latency_ns']:g} ns; ports {n['port_bw_GBps']:.1f} GB/s each "
+          f"({n['scaleup_bw_TBps']:.2f} TB/s), switch {n['switch_latency_ns']:g} ns")
+    print("\nzero-load latency (ns)            best      mean     worst")
+    for label, v in (("NoC CU -> port (incl. CU->NoC)", l["cu_to_port"]),
+                     ("NoC port -> stack", l["port_to_stack"]),
+                     ("one-way remote store", g["store"]),
+                     ("transfer (local read + store)", g["transfer"])):
+        print(f"  {label:30s} {v['min']:8.1f}  {v['mean']:8.1f}  {v['max']:8.1f}")
+    print("\nNUNA spread                      ours   paper (section 1)")
+    print(f"  NoC worst / best             {r['noc_worst_over_best']:5.2f}x  {pr['noc_worst_over_best']:.2f}x")
+    print(f"  NoC mean / best              {r['noc_mean_over_best']:5.2f}x  {pr['noc_mean_over_best']:.2f}x")
+    print(f"  transfer worst / best        {r['transfer_worst_over_best']:5.2f}x  {pr['transfer_worst_over_best']:.2f}x")
+    print(f"  transfer mean / best         {r['transfer_mean_over_best']:5.2f}x  {pr['transfer_mean_over_best']:.2f}x")
+    print(f"  (one-way store alone: worst {r['store_worst_over_best']:.2f}x, mean {r['store_mean_over_best']:.2f}x)")
+    return 0

@@ -1,0 +1,77 @@
+"""NUNA spread: best / mean / worst on-chip and GPU-to-GPU latencies of a socket.
+
+NUNA section 1 states, for the Table 2 socket, that worst and average NoC
+latencies are 3x and 2x the best, and that uncontended GPU-to-GPU transfers
+are 1.8x and 1.45x slower than the best case.  :func:`nuna_spread` computes
+ours under the definitions of docs/model.md ("NoC latency figures"), over
+every combination of endpoints (CU, port, stack), at zero load.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..path import leg_latency_ns
+from ..system import System, cu_router, port_router, stack_router
+from . import mesh
+
+PAPER_RATIOS = {
+    "noc_worst_over_best": 3.0,
+    "noc_mean_over_best": 2.0,
+    "transfer_worst_over_best": 1.8,
+    "transfer_mean_over_best": 1.45,
+}
+
+
+def _stats(a) -> dict:
+    a = np.asarray(a, dtype=np.float64)
+    return {"min": float(a.min()), "mean": float(a.mean()), "max": float(a.max())}
+
+
+def nuna_spread(s: System) -> dict:
+    """Zero-load latency statistics (ns) over all endpoint combinations.
+
+    Keys: ``cu_to_port`` (CU->NoC + mesh to an egress port), ``port_to_stack``
+    (mesh from an ingress port to an HBM stack), ``store`` (one-way remote
+    store: store issue -> delivery, the simulator's store latency),
+    ``transfer`` (local HBM read by the CU, then the store), each with
+    ``min``/``mean``/``max``; and ``ratios`` beside the paper's.
+    Routers stand for their CUs: every router carries the same number of CUs,
+    so means over routers equal means over CUs.
+    """
+    cu = jnp.asarray(np.unique(cu_router(s)))
+    pt = jnp.asarray(port_router(s))
+    st = jnp.asarray(stack_router(s))
+    cu_to_port = s.cu_to_noc_ns + mesh.latency_ns(s, cu[:, None], pt[None, :])
+    port_to_stack = mesh.latency_ns(s, pt[:, None], st[None, :])
+
+    port_svc = s.flit_bytes / s.port_bw_bytes_per_ns
+    hbm_svc = s.flit_bytes / s.hbm_bw_bytes_per_ns
+    # store: [cu, port, dst stack]
+    store = (s.cu_to_noc_ns + leg_latency_ns(s, cu[:, None, None], pt[None, :, None])
+             + port_svc + s.switch_latency_ns + port_svc
+             + leg_latency_ns(s, pt[None, :, None], st[None, None, :]) + hbm_svc + s.hbm_latency_ns)
+    # read: [cu, local stack] = issue cycle + request + HBM + response
+    read = (1.0 / s.noc_clock_ghz + s.cu_to_noc_ns + mesh.latency_ns(s, cu[:, None], st[None, :])
+            + hbm_svc + s.hbm_latency_ns + leg_latency_ns(s, st[None, :], cu[:, None]))
+    # transfer = read + store, over [cu, local stack, port, dst stack]
+    transfer = read[:, :, None, None] + store[:, None, :, :]
+
+    out = {
+        "cu_to_port": _stats(cu_to_port),
+        "port_to_stack": _stats(port_to_stack),
+        "store": _stats(store),
+        "transfer": _stats(transfer),
+    }
+    c, t = out["cu_to_port"], out["transfer"]
+    out["ratios"] = {
+        "noc_worst_over_best": c["max"] / c["min"],
+        "noc_mean_over_best": c["mean"] / c["min"],
+        "transfer_worst_over_best": t["max"] / t["min"],
+        "transfer_mean_over_best": t["mean"] / t["min"],
+        "store_worst_over_best": out["store"]["max"] / out["store"]["min"],
+        "store_mean_over_best": out["store"]["mean"] / out["store"]["min"],
+    }
+    out["paper_ratios"] = dict(PAPER_RATIOS)
+    return out
