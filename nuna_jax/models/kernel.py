@@ -290,7 +290,9 @@ def nuna_collective_ns(system, op: str, n_bytes, n_gpus):
     """Time (ns) of collective ``op`` on ``n_bytes`` over ``n_gpus`` sockets of ``system``.
 
     Uses ``nuna_jax.models.collectives.collective_time_ns(system, op, n_bytes,
-    n_gpus)`` when that module and function exist and accept the call;
+    algorithm="direct", n_gpus=n_gpus)`` (the one-round, all-pairs plan through
+    the switch, with the NUNA-aware mean alpha) when that module exists and
+    accepts the call;
     otherwise the alpha-beta fallback :func:`_nuna_fallback_ns`.  Which path
     ran is recorded; see :func:`nuna_comm_path`.
     """
@@ -302,8 +304,9 @@ def nuna_collective_ns(system, op: str, n_bytes, n_gpus):
         fn = None
     if fn is not None:
         try:
-            out = fn(system, op, n_bytes, n_gpus)
-            _NUNA_PATH["path"] = "nuna_jax.models.collectives.collective_time_ns"
+            out = fn(system, op, n_bytes, algorithm="direct", n_gpus=n_gpus)
+            _NUNA_PATH["path"] = ("nuna_jax.models.collectives.collective_time_ns "
+                                  "(algorithm='direct', mean NUNA alpha)")
             return jnp.asarray(out, jnp.float32)
         except (TypeError, ValueError, NotImplementedError, KeyError) as e:  # pragma: no cover
             warnings.warn(f"collectives.collective_time_ns failed ({e}); using alpha-beta fallback")
