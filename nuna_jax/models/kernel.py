@@ -483,10 +483,16 @@ def fused_terms(hw: KernelHW, op: str, m, n, k, n_gpus=8, schedule: str = "intra
     t_sync = waves * sync_cost if op != "gemm" else jnp.zeros_like(t_comp)
     t_launch = _f(hw.launch_ns) * jnp.ones_like(t_comp)
     total = t_launch + body + t_non + t_sync
-    return dict(launch_ns=t_launch, comp_ns=t_comp, mem_ns=t_mem, comm_ns=t_comm,
-                non_overlap_ns=t_non, sync_ns=t_sync, total_ns=total, flops=flops,
-                hbm_bytes=hbm, comm_bytes=nbytes, comm_bw_bytes_per_ns=bw,
-                compute_sms=compute_sms * jnp.ones_like(t_comp), comm_sms=c * jnp.ones_like(t_comp))
+    return _broadcast(dict(launch_ns=t_launch, comp_ns=t_comp, mem_ns=t_mem, comm_ns=t_comm,
+                           non_overlap_ns=t_non, sync_ns=t_sync, total_ns=total, flops=flops,
+                           hbm_bytes=hbm, comm_bytes=nbytes, comm_bw_bytes_per_ns=bw,
+                           compute_sms=compute_sms, comm_sms=c))
+
+
+def _broadcast(d: dict) -> dict:
+    """Broadcast every entry to the common batch shape (batching == looping)."""
+    shape = jnp.broadcast_shapes(*(jnp.shape(v) for v in d.values()))
+    return {k: jnp.broadcast_to(v, shape) for k, v in d.items()}
 
 
 def collective_terms(hw: KernelHW, op: str, n_bytes, n_gpus=8, mechanism: str | None = None,
@@ -518,9 +524,9 @@ def collective_terms(hw: KernelHW, op: str, n_bytes, n_gpus=8, mechanism: str | 
     t_sync = _f(hw.sync_inter_ns) * jnp.ones_like(t_comm)
     z = jnp.zeros_like(t_comm)
     total = t_launch + jnp.maximum(t_mem, t_comm) + t_sync
-    return dict(launch_ns=t_launch, comp_ns=z, mem_ns=t_mem, comm_ns=t_comm, non_overlap_ns=z,
-                sync_ns=t_sync, total_ns=total, flops=z, hbm_bytes=2.0 * nbytes, comm_bytes=nbytes,
-                comm_bw_bytes_per_ns=bw)
+    return _broadcast(dict(launch_ns=t_launch, comp_ns=z, mem_ns=t_mem, comm_ns=t_comm, non_overlap_ns=z,
+                           sync_ns=t_sync, total_ns=total, flops=z, hbm_bytes=2.0 * nbytes,
+                           comm_bytes=nbytes, comm_bw_bytes_per_ns=bw))
 
 
 _FUSED_TO_COLL = {"ag+gemm": "all-gather", "gemm+rs": "reduce-scatter", "gemm+ar": "all-reduce"}
@@ -545,7 +551,7 @@ def baseline_terms(hw: KernelHW, op: str, m, n, k, n_gpus=8, mechanism: str | No
                sync_ns=col["sync_ns"], comm_bytes=col["comm_bytes"],
                comm_bw_bytes_per_ns=col["comm_bw_bytes_per_ns"],
                total_ns=g["total_ns"] + col["total_ns"])
-    return out
+    return _broadcast(out)
 
 
 def kernel_terms(hw: KernelHW, op: str, m=None, n=None, k=None, n_gpus=8, schedule="intra",
