@@ -1,0 +1,339 @@
+"""Import MSCCL XML algorithm files (msccl-tools format) into a :class:`plans.Plan`.
+
+Format: ``<algo ngpus nchunksperloop coll ...>`` > ``<gpu id i_chunks
+o_chunks s_chunks>`` > ``<tb id send recv chan>`` > ``<step s type srcbuf
+srcoff dstbuf dstoff cnt depid deps hasdep>``.
+
+Semantics (docs/policies.md, "MSCCL import"):
+
+* ``size_bytes`` is the buffer of ``nchunksperloop`` chunks, so a chunk is
+  ``size_bytes / nchunksperloop`` bytes (a whole number of elements).
+* Sending steps (``s``, ``rcs``, ``rrs``, ``rrcs``) of a threadblock with
+  ``send = p`` on channel ``chan`` are matched, in order, with the receiving
+  steps (``r``, ``rcs``, ``rrs``, ``rrc``, ``rrcs``) of the threadblock on GPU
+  ``p`` with ``recv = g`` on the same channel.  Each match is one plan step of
+  the *sending* threadblock (NUNA's put model: the threadblock that loads the
+  data stores it into the peer): it reads ``cnt`` chunks at ``srcbuf/srcoff``
+  (for ``rcs`` / ``rrcs``, whose data was first received into
+  ``dstbuf/dstoff``, at ``dstbuf/dstoff``) and writes them at the receiving
+  step's ``dstbuf/dstoff`` on ``p``.
+* Threadblocks that only receive or copy locally carry no scale-up traffic
+  and are left out of the plan.
+* ``phase`` is the dependency level: a receive completes one level after its
+  matched send; a step is at least at the level of the previous step of its
+  threadblock and of its explicit dependency ``(depid, deps)``.
+
+Parsing is safe: expat with no DTD (a ``<!DOCTYPE`` is rejected), no entity
+declarations and no external entities.  Errors name the file, the line and
+the element.
+"""
+
+from __future__ import annotations
+
+import xml.parsers.expat as expat
+from pathlib import Path
+
+import numpy as np
+
+from .plans import BUF_INDEX, Plan, canonical_collective
+
+__all__ = ["load_msccl", "parse_msccl", "msccl_gpus"]
+
+_SEND = {"s", "rcs", "rrs", "rrcs"}
+_RECV = {"r", "rcs", "rrs", "rrc", "rrcs"}
+_TYPES = _SEND | _RECV | {"cpy", "re", "nop"}
+_READS_DST = {"rcs", "rrcs"}  # data sent on is the copy just received into dst
+
+
+class _Node:
+    __slots__ = ("tag", "attrs", "line", "children")
+
+    def __init__(self, tag, attrs, line):
+        self.tag, self.attrs, self.line, self.children = tag, attrs, line, []
+
+
+class _Reject(Exception):
+    pass
+
+
+def _parse_tree(text: bytes | str, source: str) -> _Node:
+    p = expat.ParserCreate()
+    p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[_Node] = []
+    root: list[_Node] = []
+
+    def start(tag, attrs):
+        node = _Node(tag, dict(attrs), p.CurrentLineNumber)
+        if stack:
+            stack[-1].children.append(node)
+        else:
+            root.append(node)
+        stack.append(node)
+
+    def end(tag):
+        stack.pop()
+
+    def no_dtd(*_a):
+        raise _Reject(f"line {p.CurrentLineNumber}: DTDs (<!DOCTYPE>) are not allowed")
+
+    def no_entity(*_a):
+        raise _Reject(f"line {p.CurrentLineNumber}: entity declarations are not allowed")
+
+    def no_external(*_a):
+        raise _Reject(f"line {p.CurrentLineNumber}: external entities are not allowed")
+
+    p.StartElementHandler = start
+    p.EndElementHandler = end
+    p.StartDoctypeDeclHandler = no_dtd
+    p.EntityDeclHandler = no_entity
+    p.ExternalEntityRefHandler = no_external
+    try:
+        p.Parse(text, True)
+    except _Reject as e:
+        raise ValueError(f"{source}: {e}") from None
+    except expat.ExpatError as e:
+        raise ValueError(f"{source}: malformed XML at line {e.lineno}, column {e.offset}: "
+                         f"{expat.errors.messages[e.code]}") from None
+    return root[0]
+
+
+def _int(node: _Node, key: str, source: str, *, default=None, lo=None) -> int:
+    if key not in node.attrs:
+        if default is not None:
+            return default
+        raise ValueError(f"{source}: line {node.line}: <{node.tag}> lacks attribute {key!r}")
+    raw = node.attrs[key]
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ValueError(f"{source}: line {node.line}: <{node.tag}> attribute {key}={raw!r} "
+                         "is not an integer") from None
+    if lo is not None and v < lo:
+        raise ValueError(f"{source}: line {node.line}: <{node.tag}> attribute {key}={v} must be >= {lo}")
+    return v
+
+
+def _buf(node: _Node, key: str, source: str) -> int:
+    raw = node.attrs.get(key)
+    if raw is None:
+        raise ValueError(f"{source}: line {node.line}: <{node.tag}> lacks attribute {key!r}")
+    if raw not in BUF_INDEX:
+        raise ValueError(f"{source}: line {node.line}: <{node.tag}> attribute {key}={raw!r} "
+                         "must be one of i, o, s")
+    return BUF_INDEX[raw]
+
+
+def _header(root: _Node, source: str) -> tuple[int, int, str]:
+    if root.tag != "algo":
+        raise ValueError(f"{source}: line {root.line}: root element must be <algo>, got <{root.tag}>")
+    n = _int(root, "ngpus", source, lo=2)
+    nchunks = _int(root, "nchunksperloop", source, lo=1)
+    coll = root.attrs.get("coll", "")
+    return n, nchunks, coll
+
+
+def msccl_gpus(path: str | Path) -> int:
+    """The ``ngpus`` of an MSCCL XML file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"plan file {str(p)!r} does not exist")
+    return _header(_parse_tree(p.read_bytes(), str(p)), str(p))[0]
+
+
+def load_msccl(path: str | Path, size_bytes: int, *, elem_bytes: int = 2) -> Plan:
+    """Read an MSCCL XML file into a Plan for a buffer of ``size_bytes``."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"plan file {str(p)!r} does not exist")
+    return parse_msccl(p.read_bytes(), size_bytes, elem_bytes=elem_bytes, source=str(p))
+
+
+def parse_msccl(text: bytes | str, size_bytes: int, *, elem_bytes: int = 2, source: str = "<msccl>") -> Plan:
+    """Parse MSCCL XML text (see module doc)."""
+    root = _parse_tree(text, source)
+    n, nchunks, coll = _header(root, source)
+    size, elem = int(size_bytes), int(elem_bytes)
+    if size <= 0:
+        raise ValueError(f"size_bytes must be > 0, got {size_bytes}")
+    if elem <= 0 or size % elem:
+        raise ValueError(f"size_bytes={size} is not a multiple of the element size elem_bytes={elem}")
+    if size % (nchunks * elem):
+        raise ValueError(f"size_bytes={size} is not a multiple of nchunksperloop={nchunks} chunks "
+                         f"x elem_bytes={elem}: chunks must be whole elements")
+    cb = size // nchunks
+    try:
+        collective = canonical_collective(coll) if coll else "custom"
+    except ValueError:
+        collective = str(coll)
+
+    # ---- walk the tree, validating structure
+    gpus: dict[int, dict] = {}
+    for gnode in root.children:
+        if gnode.tag != "gpu":
+            raise ValueError(f"{source}: line {gnode.line}: expected <gpu> inside <algo>, got <{gnode.tag}>")
+        gid = _int(gnode, "id", source, lo=0)
+        if gid >= n:
+            raise ValueError(f"{source}: line {gnode.line}: <gpu id={gid}> out of range (ngpus={n})")
+        if gid in gpus:
+            raise ValueError(f"{source}: line {gnode.line}: duplicate <gpu id={gid}>")
+        chunks = [_int(gnode, k, source, default=0, lo=0) for k in ("i_chunks", "o_chunks", "s_chunks")]
+        tbs = {}
+        for tnode in gnode.children:
+            if tnode.tag != "tb":
+                raise ValueError(f"{source}: line {tnode.line}: expected <tb> inside <gpu>, got <{tnode.tag}>")
+            tid = _int(tnode, "id", source, lo=0)
+            if tid in tbs:
+                raise ValueError(f"{source}: line {tnode.line}: duplicate <tb id={tid}> on GPU {gid}")
+            send = _int(tnode, "send", source, default=-1, lo=-1)
+            recv = _int(tnode, "recv", source, default=-1, lo=-1)
+            chan = _int(tnode, "chan", source, default=0, lo=0)
+            for k, v in (("send", send), ("recv", recv)):
+                if v >= n or v == gid:
+                    raise ValueError(f"{source}: line {tnode.line}: <tb id={tid}> on GPU {gid}: "
+                                     f"{k}={v} is not another GPU in [0, {n})")
+            steps = []
+            for snode in tnode.children:
+                if snode.tag != "step":
+                    raise ValueError(f"{source}: line {snode.line}: expected <step> inside <tb>, got <{snode.tag}>")
+                typ = snode.attrs.get("type")
+                if typ not in _TYPES:
+                    raise ValueError(f"{source}: line {snode.line}: <step> type={typ!r} unknown; "
+                                     f"expected one of {', '.join(sorted(_TYPES))}")
+                st = dict(node=snode, s=_int(snode, "s", source, lo=0), type=typ,
+                          cnt=_int(snode, "cnt", source, default=1, lo=1),
+                          depid=_int(snode, "depid", source, default=-1, lo=-1),
+                          deps=_int(snode, "deps", source, default=-1, lo=-1))
+                for side in ("src", "dst"):
+                    st[side + "buf"] = _buf(snode, side + "buf", source)
+                    st[side + "off"] = _int(snode, side + "off", source, lo=0)
+                if typ in _SEND and send < 0:
+                    raise ValueError(f"{source}: line {snode.line}: <step type={typ}> sends but its <tb> has send=-1")
+                if typ in _RECV and recv < 0:
+                    raise ValueError(f"{source}: line {snode.line}: <step type={typ}> receives but its <tb> has recv=-1")
+                steps.append(st)
+            steps.sort(key=lambda q: q["s"])
+            if len({q["s"] for q in steps}) != len(steps):
+                raise ValueError(f"{source}: line {tnode.line}: <tb id={tid}> on GPU {gid} repeats a step index s")
+            tbs[tid] = dict(node=tnode, send=send, recv=recv, chan=chan, steps=steps)
+        gpus[gid] = dict(node=gnode, chunks=chunks, tbs=tbs)
+    missing = sorted(set(range(n)) - set(gpus))
+    if missing:
+        raise ValueError(f"{source}: <algo ngpus={n}> but no <gpu> element for id(s) {missing}")
+    buf_chunks = np.max(np.array([gpus[g]["chunks"] for g in range(n)]), axis=0)
+
+    # ---- match sends with receives per (sender, receiver, channel)
+    send_q: dict[tuple, list] = {}
+    recv_q: dict[tuple, list] = {}
+    for g in range(n):
+        for tid, tb in sorted(gpus[g]["tbs"].items()):
+            for k, st in enumerate(tb["steps"]):
+                if st["type"] in _SEND:
+                    key = (g, tb["send"], tb["chan"])
+                    owner = send_q.setdefault(key, [])
+                    if owner and owner[0][1] != tid:
+                        raise ValueError(f"{source}: line {tb['node'].line}: GPU {g}: threadblocks {owner[0][1]} "
+                                         f"and {tid} both send to GPU {tb['send']} on channel {tb['chan']}")
+                    owner.append((g, tid, k))
+                if st["type"] in _RECV:
+                    key = (tb["recv"], g, tb["chan"])
+                    owner = recv_q.setdefault(key, [])
+                    if owner and owner[0][1] != tid:
+                        raise ValueError(f"{source}: line {tb['node'].line}: GPU {g}: threadblocks {owner[0][1]} "
+                                         f"and {tid} both receive from GPU {tb['recv']} on channel {tb['chan']}")
+                    owner.append((g, tid, k))
+    for key in sorted(set(send_q) | set(recv_q)):
+        a, b = send_q.get(key, []), recv_q.get(key, [])
+        if len(a) != len(b):
+            g, h, c = key
+            where = a[0] if a else b[0]
+            line = gpus[where[0]]["tbs"][where[1]]["node"].line
+            raise ValueError(f"{source}: line {line}: GPU {g} sends {len(a)} time(s) to GPU {h} on channel {c} "
+                             f"but GPU {h} receives {len(b)} time(s) from it")
+    match = {}  # send node -> recv node
+    for key, a in send_q.items():
+        for snd, rcv in zip(a, recv_q[key]):
+            match[snd] = rcv
+    src_of = {rcv: snd for snd, rcv in match.items()}
+
+    # ---- dependency levels (phases): longest path in the step DAG (Kahn's order)
+    def preds(node):
+        g, tid, k = node
+        st = gpus[g]["tbs"][tid]["steps"][k]
+        out = []
+        if k > 0:
+            out.append(((g, tid, k - 1), 0))
+        if st["depid"] >= 0:
+            dtb = gpus[g]["tbs"].get(st["depid"])
+            idx = None if dtb is None else next((i for i, q in enumerate(dtb["steps"]) if q["s"] == st["deps"]), None)
+            if idx is None:
+                raise ValueError(f"{source}: line {st['node'].line}: depid={st['depid']} deps={st['deps']} "
+                                 f"names no step on GPU {g}")
+            out.append(((g, st["depid"], idx), 0))
+        if node in src_of:
+            out.append((src_of[node], 1))
+        return out
+
+    nodes = [(g, tid, k) for g in range(n) for tid, tb in sorted(gpus[g]["tbs"].items())
+             for k in range(len(tb["steps"]))]
+    succ: dict[tuple, list] = {v: [] for v in nodes}
+    indeg = {v: 0 for v in nodes}
+    for v in nodes:
+        for u, w in preds(v):
+            succ[u].append((v, w))
+            indeg[v] += 1
+    lev = {v: 0 for v in nodes}
+    ready = [v for v in nodes if indeg[v] == 0]
+    done = 0
+    while ready:
+        u = ready.pop()
+        done += 1
+        for v, w in succ[u]:
+            lev[v] = max(lev[v], lev[u] + w)
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    if done != len(nodes):
+        g, tid, k = next(v for v in nodes if indeg[v] > 0)
+        raise ValueError(f"{source}: line {gpus[g]['tbs'][tid]['steps'][k]['node'].line}: cyclic step "
+                         "dependencies (the send/receive order deadlocks)")
+
+    # ---- plan rows: one per matched send, owned by the sending threadblock
+    rows = []
+    tb_keys: list[tuple] = []
+    tb_index: dict[tuple, int] = {}
+    for snd in sorted(match):
+        g, tid, k = snd
+        st = gpus[g]["tbs"][tid]["steps"][k]
+        h, rt, rk = match[snd]
+        rst = gpus[h]["tbs"][rt]["steps"][rk]
+        if rst["cnt"] != st["cnt"]:
+            raise ValueError(f"{source}: line {rst['node'].line}: receive of {rst['cnt']} chunk(s) matches a "
+                             f"send of {st['cnt']} (line {st['node'].line})")
+        sb, so = (st["dstbuf"], st["dstoff"]) if st["type"] in _READS_DST else (st["srcbuf"], st["srcoff"])
+        db, do = rst["dstbuf"], rst["dstoff"]
+        for buf, off, node, gg in ((sb, so, st["node"], g), (db, do, rst["node"], h)):
+            have = gpus[gg]["chunks"][buf]
+            if off + st["cnt"] > have:
+                raise ValueError(f"{source}: line {node.line}: chunks [{off}, {off + st['cnt']}) exceed buffer "
+                                 f"{'ios'[buf]!r} of {have} chunk(s) on GPU {gg}")
+        if (g, tid) not in tb_index:
+            tb_index[(g, tid)] = len(tb_keys)
+            tb_keys.append((g, tid))
+        rows.append((tb_index[(g, tid)], k, g, sb, so, h, db, do, st["cnt"], lev[snd]))
+    if not rows:
+        raise ValueError(f"{source}: the algorithm has no inter-GPU transfers")
+    r = np.array(rows, dtype=np.int64)
+    order = np.lexsort((r[:, 1], r[:, 0]))
+    r = r[order]
+    tbid = r[:, 0]
+    step_idx = np.arange(len(r)) - np.searchsorted(tbid, tbid, side="left")
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    name = root.attrs.get("name", Path(source).stem)
+    return Plan(
+        collective=collective, algorithm="msccl", n_gpus=n, size_bytes=size, elem_bytes=elem,
+        buffer_bytes=tuple(int(c) * cb for c in buf_chunks),
+        tb_gpu=i64([g for g, _ in tb_keys]), tb_local=i64([t for _, t in tb_keys]),
+        step_tb=i64(tbid), step_idx=i64(step_idx), src_gpu=i64(r[:, 2]), src_buf=i64(r[:, 3]),
+        src_off=i64(r[:, 4] * cb), dst_gpu=i64(r[:, 5]), dst_buf=i64(r[:, 6]), dst_off=i64(r[:, 7] * cb),
+        nbytes=i64(r[:, 8] * cb), phase=i64(r[:, 9]), src_chunk=i64(r[:, 4]), dst_chunk=i64(r[:, 7]),
+        n_chunks=i64(r[:, 8]), name=name)

@@ -1,0 +1,472 @@
+"""Placement and routing policies: UA, NUMA, NAP (Algorithm 1), NAP*, each
+with or without NAR (NUNA sections 4.1, 4.2 and 5.3; docs/policies.md).
+
+A policy is a pure function ``(system, plan, options) -> Placement``.  The
+``Placement`` holds
+
+* ``tb_cu[t]``: the CU (id within its GPU) of threadblock ``t``;
+* ``page_stack[gpu, page]``: the HBM stack of every 4 KiB page of every GPU's
+  address space (``-1``: a page no step touches, left unplaced by NAP);
+* the routing: ``domains`` (the NAR domains of the routing granularity;
+  granularity 1 = the baseline hash over all ports) and ``tb_domain[t]``,
+  the domain whose ports carry threadblock ``t``'s remote stores.
+
+Resources (Algorithm 1, ``R_max``):
+
+* CU: ``max_outstanding_per_cu`` (700) outstanding requests.  A threadblock
+  needs ``min(700, ceil(bytes it sends / flit_bytes))`` of them (at most its
+  whole traffic can be in flight, and never more than one CU's window).
+* HBM stack: the bandwidth-delay product ``hbm_bw_bytes_per_ns *
+  hbm_latency_ns`` (2500 B/ns x 150 ns = 375,000 B on Table 2), counted in
+  whole pages (``floor``: 91 pages).  Taken alone this budget cannot hold a
+  collective larger than ``n_hbm_stacks * BDP`` per GPU (6 MB on Table 2),
+  while the paper runs up to 1 GB; a stack's page budget is therefore
+  ``max(floor(BDP / page_bytes), ceil(pages of the GPU's address space /
+  n_hbm_stacks))``, which always fits the plan and equals the BDP for the
+  paper's latency-bound sizes.
+
+Every policy checks both budgets; ``ValueError`` when a threadblock cannot be
+placed (more threadblocks than the CUs can hold).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .nar import Domains, max_useful_granularity, nar_domains
+from .plans import Plan
+from .system import System, cu_router, hop_count, router_die, stack_router
+
+__all__ = [
+    "POLICIES", "Placement", "PolicyOptions", "place", "canonical_policy", "policy_parts",
+    "logical_allocation", "algorithm1", "default_nar_granularity", "cu_demand",
+    "stack_capacity_pages", "ua_cu_order", "round_robin_pages",
+]
+
+POLICIES = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP", "NAP+NAR", "NAP*")
+
+# policy -> (threadblock placement, memory placement, NAR routing?)
+_PARTS = {
+    "UA": ("ua", "rr", False),
+    "UA+NAR": ("ua", "rr", True),
+    "NUMA": ("numa", "rr", False),
+    "NUMA+NAR": ("numa", "rr", True),
+    "NAP": ("nap", "nap", False),
+    "NAP+NAR": ("nap", "nap", True),
+    "NAP*": ("nap", "rr", False),
+}
+
+
+def canonical_policy(name: str) -> str:
+    key = str(name).strip().upper().replace(" ", "")
+    if key not in _PARTS:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(p.lower() for p in POLICIES)}")
+    return key
+
+
+def policy_parts(name: str) -> tuple[str, str, bool]:
+    """(threadblock placement, memory placement, uses NAR) of a policy name."""
+    return _PARTS[canonical_policy(name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyOptions:
+    """nar_granularity: number of NAR domains (None: :func:`default_nar_granularity`).
+
+    Used for routing by the ``+NAR`` policies and, by NAP / NAP+NAR / NAP*,
+    as ``nar_max`` of Algorithm 1 (placement near the domains' ports).
+    """
+
+    nar_granularity: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Placement:
+    policy: str
+    tb_cu: np.ndarray             # [n_tbs] CU id within the threadblock's GPU (-1: no steps)
+    tb_domain: np.ndarray         # [n_tbs] routing domain of the threadblock
+    page_stack: np.ndarray        # [n_gpus, n_pages] stack of each page (-1: unplaced)
+    domains: Domains              # routing domains (granularity 1 = baseline hashing)
+    placement_granularity: int    # nar_max used by Algorithm 1 (NAP, NAP*), else routing g
+    cu_demand: np.ndarray         # [n_tbs] outstanding requests each threadblock needs
+    cu_capacity: int              # R_max per CU (requests)
+    stack_capacity_pages: int     # R_max per stack (pages)
+    groups: Any = None            # logical groups (list of tb arrays, L order) if Algorithm 1 ran
+    group_domain: Any = None      # [n_groups] domain of each group (Algorithm 1 round robin)
+    tb_gpu: Any = None            # [n_tbs] GPU of each threadblock (copied from the plan)
+
+    @property
+    def routing_granularity(self) -> int:
+        return self.domains.granularity
+
+    def cu_load(self, n_gpus: int, n_cus: int) -> np.ndarray:
+        """Outstanding requests placed on every (gpu, CU), ``[n_gpus, n_cus]``."""
+        return _cu_load(self.tb_cu, self.tb_gpu, self.cu_demand, n_gpus, n_cus)
+
+    def stack_pages(self, n_stacks: int) -> np.ndarray:
+        """Pages placed on every (gpu, stack), ``[n_gpus, n_stacks]``."""
+        ps = self.page_stack
+        out = np.zeros((ps.shape[0], n_stacks), np.int64)
+        for g in range(ps.shape[0]):
+            v = ps[g]
+            out[g] = np.bincount(v[v >= 0], minlength=n_stacks)
+        return out
+
+    def describe(self) -> dict:
+        return {
+            "policy": self.policy,
+            "routing_granularity": int(self.routing_granularity),
+            "placement_granularity": int(self.placement_granularity),
+            "n_logical_groups": None if self.groups is None else len(self.groups),
+            "cu_capacity_requests": int(self.cu_capacity),
+            "stack_capacity_pages": int(self.stack_capacity_pages),
+        }
+
+
+def _cu_load(tb_cu, tb_gpu, demand, n_gpus, n_cus):
+    ok = tb_cu >= 0
+    flat = np.bincount(tb_gpu[ok] * n_cus + tb_cu[ok], weights=demand[ok], minlength=n_gpus * n_cus)
+    return flat.reshape(n_gpus, n_cus).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------
+# resources
+# ---------------------------------------------------------------------------
+def cu_demand(s: System, plan: Plan) -> np.ndarray:
+    """Outstanding requests of every threadblock: ``min(R_cu, ceil(bytes / flit))``."""
+    flits = -(-plan.tb_bytes() // s.flit_bytes)
+    return np.minimum(flits, s.max_outstanding_per_cu).astype(np.int64)
+
+
+def stack_capacity_pages(s: System, plan: Plan) -> int:
+    """R_max of a stack in pages: ``max(floor(BDP / page), ceil(address pages / n_stacks))``."""
+    bdp = float(np.asarray(s.hbm_bw_bytes_per_ns)) * float(np.asarray(s.hbm_latency_ns))
+    fair = -(-plan.address_pages(s.page_bytes) // s.n_hbm_stacks)
+    return int(max(int(bdp // s.page_bytes), fair, 1))
+
+
+def round_robin_pages(s: System, plan: Plan) -> np.ndarray:
+    """Baseline memory: page ``p`` of every GPU on stack ``p mod n_hbm_stacks`` (section 5.3)."""
+    n_pages = plan.address_pages(s.page_bytes)
+    row = (np.arange(n_pages) % s.n_hbm_stacks).astype(np.int16)
+    return np.tile(row, (plan.n_gpus, 1))
+
+
+def default_nar_granularity(s: System, plan: Plan, groups=None) -> int:
+    """Default NAR granularity: logical groups per GPU, clamped to [2, 2*mesh_rows].
+
+    Section 6.5: with many threadblocks (1,008 per GPU) the finest
+    granularity (12 = one domain per edge router on Table 2) is best; with
+    few (7 per GPU) fine domains leave ports idle.  Algorithm 1 spreads the
+    logical groups round-robin over the domains, so a GPU can fill at most
+    as many domains as it has groups; at least 2 (one per short edge).
+    """
+    if groups is None:
+        groups = logical_allocation(plan)
+    per_gpu = len(groups) // max(1, plan.n_gpus)
+    g = int(min(max(per_gpu, 2), max_useful_granularity(s)))
+    return min(g, s.n_io_ports)
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 1: logical allocation
+# ---------------------------------------------------------------------------
+def _chunk_keys(plan: Plan):
+    """Integer key of every (chunk_id, buffer_type, gpu) a step touches, with its step row."""
+    n = plan.n_chunks
+    rows = np.repeat(np.arange(plan.n_steps), n)
+    k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    src = ((plan.src_gpu[rows] * 3 + plan.src_buf[rows]) << 40) + plan.src_chunk[rows] + k
+    dst = ((plan.dst_gpu[rows] * 3 + plan.dst_buf[rows]) << 40) + plan.dst_chunk[rows] + k
+    keys = np.stack([src, dst], axis=1).reshape(-1)
+    return np.repeat(rows, 2), keys
+
+
+def logical_allocation(plan: Plan) -> list[np.ndarray]:
+    """Algorithm 1, ``logical_allocation(W)`` (section 4.2.1).
+
+    Threadblocks are processed in id order (GPU-major).  A threadblock none of
+    whose chunks belongs to a group forms a new group; otherwise it and its
+    unassigned chunks join the group with which it shares the most chunks
+    (ties: the group created first).  Chunks already in another group stay
+    there (a cross-group access, resolved first-come first-served by the
+    physical placement).  Returns the groups (arrays of threadblock ids, in
+    joining order) sorted by decreasing number of threadblocks (stable:
+    ties keep creation order).  Threadblocks without steps join no group.
+    """
+    rows, keys = _chunk_keys(plan)
+    tb_of = plan.step_tb[rows]
+    bounds = np.searchsorted(tb_of, np.arange(plan.n_tbs + 1))
+    keys_l = keys.tolist()
+    owner: dict[int, int] = {}
+    members: list[list[int]] = []
+    for tb in range(plan.n_tbs):
+        lo, hi = bounds[tb], bounds[tb + 1]
+        if lo == hi:
+            continue
+        mine = set(keys_l[lo:hi])
+        counts: dict[int, int] = {}
+        for c in mine:
+            gid = owner.get(c)
+            if gid is not None:
+                counts[gid] = counts.get(gid, 0) + 1
+        if counts:
+            gid = min(counts, key=lambda q: (-counts[q], q))
+            members[gid].append(tb)
+        else:
+            gid = len(members)
+            members.append([tb])
+        for c in mine:
+            owner.setdefault(c, gid)
+    order = sorted(range(len(members)), key=lambda q: -len(members[q]))  # stable
+    return [np.asarray(members[q], dtype=np.int64) for q in order]
+
+
+# ---------------------------------------------------------------------------
+# helpers shared by the policies
+# ---------------------------------------------------------------------------
+def ua_cu_order(s: System) -> np.ndarray:
+    """Baseline dispatch order: round-robin across dies, spreading over free CUs.
+
+    Slot ``k`` goes to die ``k mod n_dies``; inside a die CUs are taken one
+    per router first (router order row-major inside the die's column slab),
+    then the second CU of every router, and so on.
+    """
+    cr = cu_router(s)
+    die = router_die(s, cr)
+    slot_in_router = np.arange(s.n_cus) % s.cus_per_router
+    x, y = cr % s.mesh_cols, cr // s.mesh_cols
+    xi = x - die * s.cols_per_die
+    within = np.lexsort((xi, y, slot_in_router))  # CUs sorted by (slot, y, x-in-die)
+    per_die = [within[die[within] == d] for d in range(s.n_dies)]
+    return np.stack(per_die, axis=1).reshape(-1)  # interleave dies
+
+
+def _stack_order_by_router(s: System) -> np.ndarray:
+    """``[n_routers, n_stacks]`` stacks by hop distance from each router (ties: lower id)."""
+    sr = stack_router(s)
+    d = hop_count(s, np.arange(s.n_routers)[:, None], sr[None, :])
+    ids = np.broadcast_to(np.arange(s.n_hbm_stacks), d.shape)
+    return np.lexsort((ids, d), axis=1)
+
+
+class _Pages:
+    """Page -> stack map with per-(gpu, stack) page budgets (first come, first served)."""
+
+    def __init__(self, s: System, plan: Plan, cap: int):
+        self.ps = np.full((plan.n_gpus, plan.address_pages(s.page_bytes)), -1, np.int16)
+        self.rem = np.full((plan.n_gpus, s.n_hbm_stacks), cap, np.int64)
+        self.page = s.page_bytes
+
+    def place(self, gpu: int, addr: int, nbytes: int, order: np.ndarray) -> None:
+        p0, p1 = addr // self.page, (addr + nbytes - 1) // self.page
+        row, rem = self.ps[gpu], self.rem[gpu]
+        if p0 == p1:  # fast path: one page
+            if row[p0] >= 0:
+                return
+            for st in order:
+                if rem[st] > 0:
+                    row[p0] = st
+                    rem[st] -= 1
+                    return
+            raise AssertionError("stack budget exhausted")  # cannot happen: budget >= pages
+        seg = row[p0:p1 + 1]
+        free = np.flatnonzero(seg < 0)
+        if free.size == 0:
+            return
+        avail = rem[order]
+        upto = np.minimum(np.concatenate([[0], np.cumsum(avail)]), free.size)
+        cnt = np.diff(upto)
+        if upto[-1] != free.size:
+            raise AssertionError("stack budget exhausted")
+        seg[free] = np.repeat(order, cnt)
+        rem[order] -= cnt
+
+
+def _first_fit(rem_row: np.ndarray, order: np.ndarray, need: int, start: int) -> int:
+    """Index into ``order`` of the first CU (from ``start``) with ``rem >= need``; -1 if none."""
+    ok = rem_row[order[start:]] >= need
+    k = int(np.argmax(ok)) if ok.size else 0
+    return start + k if ok.size and ok[k] else -1
+
+
+def _fail(plan: Plan, tb: int, need: int, s: System) -> ValueError:
+    n_tbs = int(plan.tbs_per_gpu[plan.tb_gpu[tb]])
+    return ValueError(
+        f"cannot place threadblock {tb} (GPU {plan.tb_gpu[tb]}, {need} outstanding requests): "
+        f"more threadblocks than the CUs can hold ({n_tbs} threadblocks on this GPU, "
+        f"{s.n_cus} CUs x {s.max_outstanding_per_cu} requests)")
+
+
+# ---------------------------------------------------------------------------
+# threadblock placements
+# ---------------------------------------------------------------------------
+def _place_ua(s: System, plan: Plan, demand: np.ndarray) -> np.ndarray:
+    """UA threadblocks (section 5.3): dispatch order :func:`ua_cu_order`, skipping full CUs."""
+    order = ua_cu_order(s)
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    ptr = np.zeros(plan.n_gpus, np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    has = np.bincount(plan.step_tb, minlength=plan.n_tbs) > 0
+    for tb in np.flatnonzero(has):
+        g, q = int(plan.tb_gpu[tb]), int(demand[tb])
+        cyc = np.concatenate([order[ptr[g]:], order[:ptr[g]]])
+        k = _first_fit(rem[g], cyc, q, 0)
+        if k < 0:
+            raise _fail(plan, tb, q, s)
+        cu = int(cyc[k])
+        tb_cu[tb] = cu
+        rem[g, cu] -= q
+        ptr[g] = (ptr[g] + k + 1) % s.n_cus
+    return tb_cu
+
+
+def _place_numa(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarray,
+                groups: list) -> np.ndarray:
+    """NUMA threadblocks (section 5.3): Algorithm 1's order, each threadblock on the
+    first CU (with room) by mean hop distance to the pages it reads.
+
+    The distance of a CU is the page-weighted mean hop count from its router
+    to the stacks holding the threadblock's source pages (ties: lower CU id).
+    """
+    sr, cr = stack_router(s), cu_router(s)
+    hop_cu_st = hop_count(s, cr[:, None], sr[None, :]).astype(np.float64)  # [C, St]
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    saddr = plan.src_addr(s.page_bytes)
+    cache: dict = {}
+    for grp in groups:
+        for tb in grp:
+            rows = plan.steps_of(int(tb))
+            g, q = int(plan.tb_gpu[tb]), int(demand[tb])
+            hist = np.zeros(s.n_hbm_stacks, np.int64)
+            for r in rows:
+                p0 = saddr[r] // s.page_bytes
+                p1 = (saddr[r] + plan.nbytes[r] - 1) // s.page_bytes
+                hist += np.bincount(page_stack[g, p0:p1 + 1], minlength=s.n_hbm_stacks)
+            key = hist.tobytes()
+            if key not in cache:
+                cost = hop_cu_st @ hist / max(1, hist.sum())
+                cache[key] = np.lexsort((np.arange(s.n_cus), np.round(cost, 9)))
+            order = cache[key]
+            k = _first_fit(rem[g], order, q, 0)
+            if k < 0:
+                raise _fail(plan, int(tb), q, s)
+            tb_cu[tb] = order[k]
+            rem[g, order[k]] -= q
+    return tb_cu
+
+
+def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True,
+               groups: list | None = None):
+    """NUNA Algorithm 1 (section 4.2): NAP threadblock and memory placement.
+
+    ``L = logical_allocation(W)``; ``nar = 0``; for each group ``L_i``:
+    ``nar = (nar + 1) mod nar_max`` (line 12, literally: the first group gets
+    domain ``1 mod nar_max``); for each threadblock of the group,
+    ``physical_placement`` picks the first CU, in order of mean hop distance
+    to domain ``nar``'s ports, whose remaining outstanding-request budget
+    fits the threadblock's demand, and places the pages of its chunks
+    (steps in order; source chunk then destination chunk) on the nearest
+    stacks with page budget left: a chunk on the threadblock's own GPU by
+    distance from the chosen CU, a chunk on another GPU by distance from the
+    domain's (ingress) ports, which are the same physical ports there
+    (rail-optimized planes).  A page keeps the stack of the first chunk that
+    touches it (first come, first served); sub-page chunks share pages.
+
+    Returns ``(tb_cu, tb_domain, page_stack or None, groups, group_domain)``.
+    """
+    dom = nar_domains(s, nar_max)
+    if groups is None:
+        groups = logical_allocation(plan)
+    demand = cu_demand(s, plan)
+    cap = stack_capacity_pages(s, plan)
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    ptr = np.zeros((plan.n_gpus, nar_max), np.int64)  # first CU in order with rem > 0
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    tb_dom = np.zeros(plan.n_tbs, np.int64)
+    pages = _Pages(s, plan, cap) if place_memory else None
+    st_by_router = _stack_order_by_router(s)
+    cr = cu_router(s)
+    saddr, daddr = plan.src_addr(s.page_bytes), plan.dst_addr(s.page_bytes)
+    bounds = np.searchsorted(plan.step_tb, np.arange(plan.n_tbs + 1))
+    group_domain = np.zeros(len(groups), np.int64)
+    nar = 0
+    for gi, grp in enumerate(groups):
+        nar = (nar + 1) % nar_max
+        group_domain[gi] = nar
+        order = dom.cu_order[nar]
+        for tb in grp.tolist():
+            g, q = int(plan.tb_gpu[tb]), int(demand[tb])
+            k = _first_fit(rem[g], order, q, int(ptr[g, nar]))
+            if k < 0:
+                raise _fail(plan, tb, q, s)
+            cu = int(order[k])
+            tb_cu[tb], tb_dom[tb] = cu, nar
+            rem[g, cu] -= q
+            while ptr[g, nar] < s.n_cus and rem[g, order[ptr[g, nar]]] <= 0:
+                ptr[g, nar] += 1
+            if pages is not None:
+                local = st_by_router[cr[cu]]
+                for r in range(bounds[tb], bounds[tb + 1]):
+                    nb = int(plan.nbytes[r])
+                    pages.place(g, int(saddr[r]), nb, local)
+                    h = int(plan.dst_gpu[r])
+                    pages.place(h, int(daddr[r]), nb, dom.stack_order[nar])
+    return tb_cu, tb_dom, (pages.ps if pages else None), groups, group_domain
+
+
+# ---------------------------------------------------------------------------
+# the policies
+# ---------------------------------------------------------------------------
+def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = None,
+          *, nar_granularity: int | None = None) -> Placement:
+    """Place ``plan`` on ``s`` under ``policy`` (one of :data:`POLICIES`, any case).
+
+    ``nar_granularity`` (or ``options.nar_granularity``): NAR domains for the
+    ``+NAR`` routings and Algorithm 1; default :func:`default_nar_granularity`.
+    """
+    name = canonical_policy(policy)
+    tbp, mem, use_nar = _PARTS[name]
+    if plan.n_gpus != s.n_gpus:
+        raise ValueError(f"plan has {plan.n_gpus} GPUs but the system has n_gpus={s.n_gpus}")
+    opts = options or PolicyOptions()
+    g = nar_granularity if nar_granularity is not None else opts.nar_granularity
+    groups = logical_allocation(plan)
+    if g is None:
+        g = default_nar_granularity(s, plan, groups)
+    g = int(g)
+    if g < 1 or g > s.n_io_ports:
+        raise ValueError(f"nar_granularity must lie in [1, {s.n_io_ports}], got {g}")
+    demand = cu_demand(s, plan)
+    cap = stack_capacity_pages(s, plan)
+    group_domain = None
+    used_groups = None
+    if tbp == "nap":
+        tb_cu, tb_dom, ps, used_groups, group_domain = algorithm1(
+            s, plan, g, place_memory=(mem == "nap"), groups=groups)
+        if mem == "rr":
+            ps = round_robin_pages(s, plan)
+    else:
+        ps = round_robin_pages(s, plan)
+        if tbp == "ua":
+            tb_cu = _place_ua(s, plan, demand)
+        else:
+            tb_cu = _place_numa(s, plan, demand, ps, groups)
+            used_groups = groups
+        tb_dom = None
+    if use_nar:
+        dom = nar_domains(s, g)
+        if tb_dom is None:  # UA / NUMA + NAR: the domain nearest the threadblock's CU
+            tb_dom = np.where(tb_cu >= 0, dom.cu_domain[np.maximum(tb_cu, 0)], 0)
+    else:
+        dom = nar_domains(s, 1)
+        tb_dom = np.zeros(plan.n_tbs, np.int64)
+    return Placement(
+        policy=name, tb_cu=tb_cu.astype(np.int64), tb_domain=np.asarray(tb_dom, np.int64),
+        page_stack=ps, domains=dom, placement_granularity=(g if tbp == "nap" or use_nar else 1),
+        cu_demand=demand, cu_capacity=int(s.max_outstanding_per_cu), stack_capacity_pages=cap,
+        groups=used_groups, group_domain=group_domain, tb_gpu=plan.tb_gpu)
