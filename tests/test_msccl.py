@@ -1,0 +1,96 @@
+"""MSCCL XML import: our small files, the real msccl-scheduler files, and errors."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nuna_jax.msccl import load_msccl, msccl_gpus, parse_msccl
+
+DATA = Path(__file__).parent / "data"
+REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "msccl"
+
+
+def real(name):
+    f = REAL / name
+    if not f.is_file():
+        pytest.skip(f"{f} absent (shared MSCCL data not available)")
+    return f
+
+
+def test_two_gpu_allgather_file():
+    p = load_msccl(DATA / "ag2_direct.xml", 2 * 4096)
+    assert p.n_gpus == 2 and p.n_tbs == 2  # receive-only threadblocks carry no traffic
+    assert list(p.src_gpu) == [0, 1] and list(p.dst_gpu) == [1, 0]
+    assert list(p.nbytes) == [4096, 4096]
+    assert list(p.dst_off) == [0, 4096]  # GPU 0's chunk lands in GPU 1's output slot 0, and vice versa
+    assert p.buffer_bytes == (4096, 8192, 0)
+
+
+def test_three_gpu_ring_file_phases_and_forwarding():
+    p = load_msccl(DATA / "ag3_ring.xml", 3 * 1024)
+    # per GPU: s (own chunk, phase 0) then rcs (forward the received chunk, phase 1)
+    assert p.total_bytes == 6 * 1024
+    assert list(p.phase) == [0, 1, 0, 1, 0, 1]
+    g0 = p.src_gpu == 0
+    assert list(p.src_buf[g0]) == [0, 1]          # i, then o (the copy received by rcs)
+    assert list(p.src_off[g0]) == [0, 2 * 1024]   # forwards chunk of GPU 2 from o[2]
+    assert list(p.dst_off[g0]) == [0, 2 * 1024]
+    assert msccl_gpus(DATA / "ag3_ring.xml") == 3
+
+
+def test_real_allgather_1m():
+    f = real("ndv4_ag-1m.xml")
+    p = load_msccl(f, 2**20)
+    # 8 GPUs, 32 chunks per loop: each GPU owns 4 chunks and sends them to 7 peers
+    assert p.n_gpus == 8
+    assert p.total_bytes == 8 * 7 * 4 * (2**20 // 32)
+    assert np.all(p.phase == 0)
+    assert p.n_tbs == 8 * 28  # 28 sending threadblocks per GPU in the file
+
+
+def test_real_alltoall_and_hierarchical():
+    p = load_msccl(real("ndv4_a2a2ll.xml"), 16 * 4096)
+    assert p.total_bytes == 8 * 7 * 2 * 4096  # 2 chunks to each of 7 peers
+    h = load_msccl(real("ncv4_ag_hier_4_LL.xml"), 16 * 4096)
+    # 4 GPUs x 12 received chunks each
+    assert h.total_bytes == 4 * 12 * 4096
+    assert set(h.phase) == {0, 1}
+
+
+def test_malformed_xml_names_the_line():
+    with pytest.raises(ValueError, match=r"line 5.*mismatched tag"):
+        load_msccl(DATA / "bad_unclosed.xml", 4096)
+
+
+def test_dtd_and_entities_rejected():
+    with pytest.raises(ValueError, match="DTD"):
+        load_msccl(DATA / "bad_entity.xml", 4096)
+
+
+def test_unmatched_send_is_reported():
+    with pytest.raises(ValueError, match="sends 1 time.*receives 0"):
+        load_msccl(DATA / "bad_unmatched.xml", 4096)
+
+
+@pytest.mark.parametrize("xml,msg", [
+    ('<algo ngpus="2" nchunksperloop="2"><gpu id="0"><tb id="0" send="1"><step s="0" type="s" '
+     'srcbuf="i" dstbuf="o" dstoff="0"/></tb></gpu></algo>', r"line 1: <step> lacks attribute 'srcoff'"),
+    ('<algo ngpus="2" nchunksperloop="2">\n<gpu id="0">\n<tb id="0" send="1">\n<step s="0" type="zz" '
+     'srcbuf="i" srcoff="0" dstbuf="o" dstoff="0"/></tb></gpu></algo>', r"line 4: <step> type='zz'"),
+    ('<algo ngpus="two" nchunksperloop="2"/>', r"ngpus='two' is not an integer"),
+    ('<plan/>', "root element must be <algo>"),
+    ('<algo ngpus="2" nchunksperloop="2">\n<gpu id="0">\n<chunk/></gpu></algo>', r"line 3: expected <tb>"),
+])
+def test_bad_elements(xml, msg):
+    with pytest.raises(ValueError, match=msg):
+        parse_msccl(xml, 4096)
+
+
+def test_size_must_split_into_whole_element_chunks():
+    with pytest.raises(ValueError, match="nchunksperloop"):
+        load_msccl(DATA / "ag2_direct.xml", 4098)  # 2049-byte chunks are not whole bf16 elements
+    with pytest.raises(ValueError, match="element size"):
+        load_msccl(DATA / "ag2_direct.xml", 4097)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_msccl(DATA / "nope.xml", 4096)
