@@ -1,0 +1,353 @@
+"""The NUNA path model over ``Traffic``: latency, busy times, bound, estimate.
+
+Built on :func:`nuna_jax.path.flow_stages` (docs/model.md, "The path of a
+flit"); the model itself is defined in docs/analytical.md.  In short, per
+phase ``k`` (phases are barriers, so phase times add):
+
+* ``L_f``: zero-load latency of flow ``f`` (sum of ``svc + lat`` over its stages).
+* ``B_r``: busy time of resource ``r`` = sum over stages on ``r`` of
+  ``flits * svc`` (a resource serves one flit at a time).
+* CU window: a CU holds at most ``W`` flits in flight and each flit holds
+  its slot for at least ``L_f - svc_issue`` (Little's law), so
+  ``B_cu = sum_f flits_f (L_f - svc_issue) / W`` is a busy time too.
+
+Lower bound (no schedule can beat it)::
+
+    T_k >= max( max_f L_f,
+                max_r  a_r + B_r + m_r,        a_r: least zero-load arrival at r,
+                                               m_r: least time from leaving r to delivery
+                max_cu B_cu )
+
+Estimate (latency + bottleneck backlog; Hockney's alpha-beta / LogGP's
+``L + (k-1) G``, exact for one pipelined flow)::
+
+    T_k ~= max( max_r  Lmax_r + (B_r - svc_r)^+,
+                max_cu Lmax_cu + (B_cu - Lbar_cu)^+ )
+
+with ``Lmax_r`` the longest zero-load latency among flows through ``r`` and
+``Lbar_cu`` the flit-weighted mean latency of the CU's flows.  It is never
+below the bound (docs/analytical.md proves it).  The smooth estimate
+replaces every max by a log-sum-exp at temperature ``tau`` (ns), each flow
+weighted by ``min(1, flits)``; it tends to the estimate as ``tau -> 0``.
+
+Soft traffic (fractional, expected flits) goes through the same functions.
+Everything is ``jit``/``vmap``/``grad``-able; the number of phases is static
+(read from concrete ``traffic.phase`` or passed as ``n_phases``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..path import flow_stages, resource_layout
+from ..system import System
+from ..traffic import Traffic
+
+__all__ = [
+    "KINDS", "resolve_n_phases", "flow_latency_ns", "resource_busy_ns", "window_busy_ns",
+    "lower_bound_ns", "estimate_ns", "smooth_estimate_ns", "PathCosts", "analyze", "breakdown",
+    "resource_service_ns", "resource_kind_index",
+]
+
+KINDS = ("cu", "hbm", "link", "egress", "ingress")
+_BIG = 1e30
+
+
+def resolve_n_phases(t: Traffic, n_phases: int | None = None) -> int:
+    """Number of phases: ``n_phases`` if given, else ``max(phase) + 1`` of concrete traffic."""
+    if n_phases is not None:
+        n = int(n_phases)
+        if n < 1:
+            raise ValueError(f"n_phases must be >= 1, got {n_phases}")
+        return n
+    try:
+        ph = np.asarray(t.phase)
+    except Exception:  # traced
+        raise ValueError("n_phases must be given when traffic.phase is traced (under jit/vmap)") from None
+    return int(ph.max()) + 1 if ph.size else 1
+
+
+def resource_kind_index(s: System) -> np.ndarray:
+    """Kind (index into ``KINDS``) of every global resource id, numpy ``[n_resources]``."""
+    lay = resource_layout(s)
+    local = np.arange(lay.per_gpu)
+    bounds = np.array([lay.offset_hbm, lay.offset_link, lay.offset_egress, lay.offset_ingress])
+    k = np.searchsorted(bounds, local, side="right").astype(np.int32)
+    return np.tile(k, s.n_gpus)
+
+
+def resource_service_ns(s: System):
+    """Service time per flit of every resource, ns, ``[n_resources]`` (traceable in ``s``)."""
+    per_kind = jnp.stack([
+        jnp.asarray(1.0 / s.noc_clock_ghz, float),
+        jnp.asarray(s.flit_bytes / s.hbm_bw_bytes_per_ns, float),
+        jnp.asarray(s.flit_bytes / s.link_bw_bytes_per_ns, float),
+        jnp.asarray(s.flit_bytes / s.port_bw_bytes_per_ns, float),
+        jnp.asarray(s.flit_bytes / s.port_bw_bytes_per_ns, float),
+    ])
+    return per_kind[jnp.asarray(resource_kind_index(s))]
+
+
+class _Tables(NamedTuple):
+    L: Any            # [F] zero-load latency
+    prefix: Any       # [F, S] zero-load arrival at each stage
+    rem: Any          # [F, S] zero-load time from end of service to delivery
+    seg: Any          # [F, S] phase * R + resource, or P * R for none
+    flits: Any        # [F]
+    phase: Any        # [F]
+    wseg: Any         # [F] phase * NC + gpu * n_cus + cu
+    busy: Any         # [P, R]
+    svc_r: Any        # [R]
+    wbusy: Any        # [P, NC]  window busy = sum flits * (L - svc_issue) / W
+    wflits: Any       # [P, NC]
+    wlat: Any         # [P, NC]  sum flits * L
+    n_phases: int
+    n_res: int
+    n_cu: int
+
+
+def _tables(s: System, t: Traffic, n_phases: int) -> _Tables:
+    st = flow_stages(s, t)
+    lay = resource_layout(s)
+    R, P = lay.n_resources, n_phases
+    NC = s.n_gpus * s.n_cus
+    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
+    phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
+    step_t = st.service_ns + st.latency_ns
+    L = jnp.sum(step_t, axis=1)
+    cum = jnp.cumsum(step_t, axis=1)
+    prefix = cum - step_t
+    rem = L[:, None] - prefix - st.service_ns
+    valid = st.resource >= 0
+    seg = jnp.where(valid, phase[:, None] * R + st.resource, P * R)
+    busy = jax.ops.segment_sum((flits[:, None] * st.service_ns).ravel(), seg.ravel(),
+                               num_segments=P * R + 1)[:-1].reshape(P, R)
+    svc_issue = 1.0 / s.noc_clock_ghz
+    wseg = phase * NC + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus + jnp.asarray(t.cu, jnp.int32)
+    hold = jnp.maximum(L - svc_issue, 0.0)
+    wbusy = jax.ops.segment_sum(flits * hold, wseg, num_segments=P * NC).reshape(P, NC) \
+        / s.max_outstanding_per_cu
+    wflits = jax.ops.segment_sum(flits, wseg, num_segments=P * NC).reshape(P, NC)
+    wlat = jax.ops.segment_sum(flits * L, wseg, num_segments=P * NC).reshape(P, NC)
+    return _Tables(L, prefix, rem, seg, flits, phase, wseg, busy, resource_service_ns(s),
+                   wbusy, wflits, wlat, P, R, NC)
+
+
+def flow_latency_ns(s: System, t: Traffic):
+    """Zero-load latency of one flit of each flow, ns, ``[n_flows]`` (= ``path.zero_load_latency_ns``)."""
+    st = flow_stages(s, t)
+    return jnp.sum(st.service_ns + st.latency_ns, axis=1)
+
+
+def resource_busy_ns(s: System, t: Traffic, n_phases: int | None = None):
+    """Busy time of every resource per phase, ns, ``[n_phases, n_resources]``:
+    ``sum flits * svc`` over the stages that use it."""
+    return _tables(s, t, resolve_n_phases(t, n_phases)).busy
+
+
+def window_busy_ns(s: System, t: Traffic, n_phases: int | None = None):
+    """Outstanding-request window 'busy time' per CU and phase, ns,
+    ``[n_phases, n_gpus * n_cus]`` (index ``gpu * n_cus + cu``): by Little's law
+    ``sum flits * (L_f - svc_issue) / max_outstanding_per_cu``."""
+    return _tables(s, t, resolve_n_phases(t, n_phases)).wbusy
+
+
+# ---------------------------------------------------------------------------
+# lower bound
+# ---------------------------------------------------------------------------
+def _phase_max_latency(tb: _Tables):
+    act = tb.flits > 0
+    v = jnp.where(act, tb.L, -_BIG)
+    m = jax.ops.segment_max(v, tb.phase, num_segments=tb.n_phases)
+    return jnp.maximum(m, 0.0)
+
+
+def _lower_bound_phases(tb: _Tables):
+    P, R = tb.n_phases, tb.n_res
+    act = (tb.flits > 0)[:, None] & (tb.seg < P * R)
+    seg = tb.seg.ravel()
+    a = jax.ops.segment_min(jnp.where(act, tb.prefix, _BIG).ravel(), seg, num_segments=P * R + 1)[:-1]
+    m = jax.ops.segment_min(jnp.where(act, tb.rem, _BIG).ravel(), seg, num_segments=P * R + 1)[:-1]
+    used = (a < _BIG / 2).reshape(P, R)
+    res = jnp.where(used, a.reshape(P, R) + tb.busy + m.reshape(P, R), 0.0)
+    lb_res = jnp.max(res, axis=1)
+    lb_win = jnp.max(tb.wbusy, axis=1)
+    return jnp.maximum(jnp.maximum(_phase_max_latency(tb), lb_res), lb_win)
+
+
+def lower_bound_ns(s: System, t: Traffic, n_phases: int | None = None):
+    """A lower bound on the completion time, ns (docs/analytical.md, "Lower bound").
+
+    Per phase the max of: the longest zero-load flow latency; for every
+    resource, its earliest zero-load arrival + busy time + least remaining
+    latency; for every CU, the window busy time.  Phases add.  Valid for hard
+    traffic under the semantics of docs/model.md.
+    """
+    return jnp.sum(_lower_bound_phases(_tables(s, t, resolve_n_phases(t, n_phases))))
+
+
+# ---------------------------------------------------------------------------
+# estimate (hard and smooth)
+# ---------------------------------------------------------------------------
+def _seg_lmax(tb: _Tables):
+    """Longest zero-load latency among active flows, per (phase, resource) and per (phase, CU)."""
+    P, R = tb.n_phases, tb.n_res
+    act = tb.flits > 0
+    lv = jnp.broadcast_to(jnp.where(act, tb.L, -_BIG)[:, None], tb.seg.shape)
+    lr = jax.ops.segment_max(lv.ravel(), tb.seg.ravel(), num_segments=P * R + 1)[:-1].reshape(P, R)
+    lc = jax.ops.segment_max(jnp.where(act, tb.L, -_BIG), tb.wseg, num_segments=P * tb.n_cu)
+    return lr, lc.reshape(P, tb.n_cu)
+
+
+def _excess(tb: _Tables):
+    ex_r = jnp.maximum(tb.busy - tb.svc_r[None, :], 0.0)
+    lbar = tb.wlat / jnp.where(tb.wflits > 0, tb.wflits, 1.0)
+    ex_w = jnp.maximum(tb.wbusy - lbar, 0.0)
+    return ex_r, ex_w
+
+
+def _estimate_phases(tb: _Tables):
+    lr, lc = _seg_lmax(tb)
+    ex_r, ex_w = _excess(tb)
+    used_r = lr > -_BIG / 2
+    used_c = lc > -_BIG / 2
+    term_r = jnp.where(used_r, lr + ex_r, 0.0)
+    term_c = jnp.where(used_c, lc + ex_w, 0.0)
+    return jnp.maximum(jnp.max(term_r, axis=1), jnp.max(term_c, axis=1)), term_r, term_c
+
+
+def estimate_ns(s: System, t: Traffic, n_phases: int | None = None):
+    """Best estimate of the completion time, ns (docs/analytical.md, "Estimate").
+
+    Per phase ``max( max_r Lmax_r + (B_r - svc_r)^+, max_cu Lmax_cu + (B_cu - Lbar_cu)^+ )``;
+    phases add.  Never below :func:`lower_bound_ns`.
+    """
+    return jnp.sum(_estimate_phases(_tables(s, t, resolve_n_phases(t, n_phases)))[0])
+
+
+def _smooth_phases(tb: _Tables, tau):
+    P, R = tb.n_phases, tb.n_res
+    tau = jnp.asarray(tau, dtype=tb.L.dtype)
+    lr, lc = _seg_lmax(tb)
+    lr, lc = jax.lax.stop_gradient(lr), jax.lax.stop_gradient(lc)
+    w = jnp.minimum(tb.flits, 1.0)
+    used_r = lr > -_BIG / 2
+    used_c = lc > -_BIG / 2
+    # per-segment log-sum-exp of L_f with weights w_f, stabilized by the hard segment max
+    seg = tb.seg.ravel()
+    lr_pad = jnp.concatenate([jnp.where(used_r, lr, 0.0).ravel(), jnp.zeros(1, lr.dtype)])
+    # z <= 0 by construction; no clamp (a min() tie at 0 would halve the gradient)
+    on = (tb.seg < P * R) & (tb.flits > 0)[:, None]
+    z = jnp.where(on, (tb.L[:, None] - lr_pad[tb.seg]) / tau, -1e4)
+    e = jnp.where(on, w[:, None] * jnp.exp(z), 0.0)
+    sr = jax.ops.segment_sum(e.ravel(), seg, num_segments=P * R + 1)[:-1].reshape(P, R)
+    sr_safe = jnp.where(used_r & (sr > 0), sr, 1.0)
+    lse_r = jnp.where(used_r, lr + tau * jnp.log(sr_safe), 0.0)
+    lc_safe = jnp.where(used_c, lc, 0.0)
+    zc = (tb.L - lc_safe.ravel()[tb.wseg]) / tau
+    zc = jnp.where(tb.flits > 0, zc, -1e4)
+    sc = jax.ops.segment_sum(w * jnp.exp(zc), tb.wseg,
+                             num_segments=P * tb.n_cu).reshape(P, tb.n_cu)
+    sc_safe = jnp.where(used_c & (sc > 0), sc, 1.0)
+    lse_c = jnp.where(used_c, lc_safe + tau * jnp.log(sc_safe), 0.0)
+    ex_r, ex_w = _excess(tb)
+    term_r = lse_r + ex_r
+    term_c = lse_c + ex_w
+    allt = jnp.concatenate([term_r, term_c], axis=1)
+    mask = jnp.concatenate([used_r, used_c], axis=1)
+    mx = jax.lax.stop_gradient(jnp.max(jnp.where(mask, allt, -_BIG), axis=1, keepdims=True))
+    mx = jnp.where(mx > -_BIG / 2, mx, 0.0)
+    za = jnp.where(mask, (allt - mx) / tau, -1e4)
+    ssum = jnp.sum(jnp.where(mask, jnp.exp(za), 0.0), axis=1)
+    any_used = jnp.any(mask, axis=1)
+    out = mx[:, 0] + tau * jnp.log(jnp.where(any_used, ssum, 1.0))
+    return jnp.where(any_used, out, 0.0)
+
+
+def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=10.0, n_phases: int | None = None):
+    """Smooth (differentiable) estimate, ns: :func:`estimate_ns` with every max a
+    log-sum-exp at temperature ``temperature_ns`` and each flow weighted by
+    ``min(1, flits)``.  ``>=`` the estimate up to the weights' ``tau log w``;
+    tends to the estimate as the temperature falls to 0."""
+    return jnp.sum(_smooth_phases(_tables(s, t, resolve_n_phases(t, n_phases)), temperature_ns))
+
+
+# ---------------------------------------------------------------------------
+# everything at once, and a breakdown for reports
+# ---------------------------------------------------------------------------
+class PathCosts(NamedTuple):
+    """Result of :func:`analyze` (all ns).  Per-phase arrays have length ``n_phases``."""
+
+    flow_latency_ns: Any         # [F]
+    busy_ns: Any                 # [P, R]
+    window_busy_ns: Any          # [P, n_gpus * n_cus]
+    phase_lower_bound_ns: Any    # [P]
+    phase_estimate_ns: Any       # [P]
+    phase_latency_ns: Any        # [P] longest zero-load flow latency
+    kind_excess_ns: Any          # [P, 6] max backlog (B - svc)^+ per kind: cu, hbm, link, egress, ingress, window
+    kind_term_ns: Any            # [P, 6] max (Lmax + backlog) per kind
+    kind_busy_ns: Any            # [P, 6] max busy per kind
+    lower_bound_ns: Any          # scalar
+    estimate_ns: Any             # scalar
+    smooth_estimate_ns: Any      # scalar (nan-free; at temperature_ns)
+
+
+def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=10.0) -> PathCosts:
+    """All the path model's quantities in one pass (jit-able with static ``n_phases``)."""
+    tb = _tables(s, t, resolve_n_phases(t, n_phases))
+    lb = _lower_bound_phases(tb)
+    est, term_r, term_c = _estimate_phases(tb)
+    ex_r, ex_w = _excess(tb)
+    kind = jnp.asarray(resource_kind_index(s))
+    nk = len(KINDS)
+
+    def per_kind(v):  # [P, R] -> [P, nk] max over each kind
+        return jax.vmap(lambda row: jax.ops.segment_max(row, kind, num_segments=nk))(v)
+
+    kx = jnp.concatenate([jnp.maximum(per_kind(ex_r), 0.0), jnp.max(ex_w, axis=1, keepdims=True)], axis=1)
+    kt = jnp.concatenate([jnp.maximum(per_kind(term_r), 0.0), jnp.max(term_c, axis=1, keepdims=True)], axis=1)
+    kb = jnp.concatenate([jnp.maximum(per_kind(tb.busy), 0.0), jnp.max(tb.wbusy, axis=1, keepdims=True)], axis=1)
+    sm = _smooth_phases(tb, temperature_ns)
+    return PathCosts(tb.L, tb.busy, tb.wbusy, lb, est, _phase_max_latency(tb), kx, kt, kb,
+                     jnp.sum(lb), jnp.sum(est), jnp.sum(sm))
+
+
+def breakdown(c: PathCosts) -> dict:
+    """Plain-float report of :func:`analyze`'s result (sums over phases).
+
+    ``latency_ns``: longest zero-load flow latency; ``<kind>_ns``: the largest
+    backlog ``(B - svc)^+`` on a resource of that kind (``port_ns`` = max of
+    egress and ingress; ``window_ns`` the CU window's ``(B_cu - Lbar)^+``);
+    ``busy_max_ns``: the largest busy time per kind; ``bottleneck``: the kind
+    whose term ``Lmax + backlog`` sets the estimate (of the longest phase).
+    """
+    f = lambda v: float(np.asarray(v))  # noqa: E731
+    kx = np.asarray(c.kind_excess_ns).sum(axis=0)
+    kb = np.asarray(c.kind_busy_ns).max(axis=0)
+    kt = np.asarray(c.kind_term_ns)
+    worst = int(np.argmax(np.asarray(c.phase_estimate_ns)))
+    names = list(KINDS) + ["window"]
+    row = kt[worst]
+    # the bottleneck: the kind with the largest term; ties (pure latency) -> "latency"
+    k = int(np.argmax(row))
+    lat = f(np.asarray(c.phase_latency_ns)[worst])
+    bott = names[k] if row[k] > lat * (1 + 1e-6) + 1e-9 else "latency"
+    if bott in ("egress", "ingress"):
+        bott = "port"
+    return {
+        "latency_ns": f(np.sum(np.asarray(c.phase_latency_ns))),
+        "cu_issue_ns": float(kx[0]),
+        "hbm_ns": float(kx[1]),
+        "link_ns": float(kx[2]),
+        "port_ns": float(max(kx[3], kx[4])),
+        "egress_port_ns": float(kx[3]),
+        "ingress_port_ns": float(kx[4]),
+        "window_ns": float(kx[5]),
+        "busy_max_ns": {n: float(v) for n, v in zip(names, kb)},
+        "bottleneck": bott,
+        "n_phases": int(np.asarray(c.phase_estimate_ns).shape[0]),
+    }
