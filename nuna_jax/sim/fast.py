@@ -1,0 +1,111 @@
+"""Driver of the fast engine (:mod:`nuna_jax.sim.kernel`): state, chunks, progress, checks."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from . import kernel as K
+from .program import Program
+from .result import SimResult, SimulationError
+
+__all__ = ["run_fast", "time_bound_ps"]
+
+_I64_MAX = np.iinfo(np.int64).max
+
+
+def id_bits(prog: Program) -> int:
+    """Bits of an event key taken by the id: ``2**bits >= N + I``."""
+    return max(1, int(prog.n_flits + prog.iss_start.shape[0] - 1).bit_length())
+
+
+def time_bound_ps(prog: Program, max_time_ps=None) -> int:
+    """Largest simulated time allowed: the user bound, capped so ``t << bits | id`` fits int64."""
+    cap = (_I64_MAX >> id_bits(prog)) - 1
+    return int(cap if max_time_ps is None else min(int(max_time_ps), cap))
+
+
+class _Progress:
+    """Plain-text progress on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total = max(total, 1)
+        self.on = bool(enabled) and sys.stderr.isatty()
+        self.last = 0.0
+
+    def update(self, delivered: int, now_ps: int, force=False):
+        if not self.on:
+            return
+        t = time.perf_counter()
+        if not force and t - self.last < 0.2:
+            return
+        self.last = t
+        frac = delivered / self.total
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(f"\rsimulate [{bar:<30}] {100 * frac:5.1f}%  {delivered}/{self.total} flits  "
+                         f"t={now_ps / 1000:.0f} ns")
+        sys.stderr.flush()
+
+    def close(self):
+        if self.on:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000) -> SimResult:
+    """Run the compiled event loop to completion; raise :class:`SimulationError` if it cannot."""
+    t0 = time.perf_counter()
+    n = prog.n_flits
+    n_iss = prog.iss_start.shape[0]
+    n_ph = prog.phase_total.shape[0]
+    heap = np.zeros(n + n_iss + 1, np.int64)
+    scal = np.zeros(K.STATE_LEN, np.int64)
+    scal[K.S_MAXT] = time_bound_ps(prog, max_time_ps)
+    scal[K.S_BITS] = id_bits(prog)
+    # every issuer tries to issue at t = 0, in issuer order (a sorted array is a valid heap)
+    heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
+    scal[K.S_HEAP] = n_iss
+    stage = np.zeros(n, np.int32)
+    free = np.zeros(prog.n_resources, np.int64)
+    busy = np.zeros(prog.n_resources, np.int64)
+    ptr = prog.iss_start.astype(np.int64).copy()
+    out = np.zeros(n_iss, np.int64)
+    wait = np.zeros(n_iss, np.int8)
+    pdone = np.zeros(n_ph, np.int64)
+    popen = np.zeros(n_ph, np.int8)
+    if n_ph:
+        popen[0] = 1
+    issue_ps = np.full(n, -1, np.int64)
+    deliver_ps = np.full(n, -1, np.int64)
+    store_ps = np.full(n, -1, np.int64)
+    bar = _Progress(n, progress)
+    while True:
+        finished = K.run_chunk(prog.st_res, prog.st_svc, prog.st_lat, prog.nst, prog.mark_stage,
+                               prog.mark_off, prog.flit_flow, prog.flit_phase, prog.flit_issuer,
+                               prog.iss_start, prog.iss_end, prog.iss_res, prog.phase_total,
+                               np.int64(prog.window), heap, scal, stage, free, busy, ptr, out, wait,
+                               pdone, popen, issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
+        bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]))
+        if finished:
+            break
+    bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]), force=True)
+    bar.close()
+    if scal[K.S_ERR]:
+        raise SimulationError(
+            f"simulation could not finish within the time bound of {scal[K.S_MAXT] / 1e6:.3f} us "
+            f"({int(scal[K.S_DEL])} of {n} flits delivered); raise max_time_ns")
+    check_complete(int(scal[K.S_INJ]), int(scal[K.S_DEL]), n, deliver_ps)
+    return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps,
+                     prog.flit_flow, busy, int(scal[K.S_INJ]), int(scal[K.S_DEL]), int(scal[K.S_HOPS]),
+                     prog.n_traffic_flows, "fast-numba" if K.HAVE_NUMBA else "fast-python",
+                     time.perf_counter() - t0)
+
+
+def check_complete(injected: int, delivered: int, n: int, deliver_ps) -> None:
+    """Flit conservation: every flit injected once and delivered once, or a SimulationError."""
+    if injected != n or delivered != n or (n and int(np.min(deliver_ps)) < 0):
+        raise SimulationError(
+            f"flit conservation violated: {n} flits in the program, {injected} injected, "
+            f"{delivered} delivered")

@@ -1,0 +1,178 @@
+"""The fast engine: a compiled discrete-event loop over a :class:`Program`.
+
+One binary heap of int64 keys ``time_ps * 2**b + id`` (``2**b >= N + I``): ids
+``< N`` are flits (their next arrival, or their delivery), ids ``>= N`` are
+issuers (a CU ready to issue).  Popping keys in increasing order processes
+events by (time, id): a resource sees its arrivals in (arrival time, global
+flit id) order, which is the FCFS rule with its tie-break
+(docs/simulator.md), and at one instant deliveries come before issues, so a
+slot freed at ``t`` can be reused at ``t``.  Every event creates its
+successor strictly later (services are >= 1 ps), so that order is total.
+
+The loop is written in the subset of Python that numba compiles; without
+numba it runs as plain Python (slow, but the same code and the same answer).
+It runs in chunks of at most ``budget`` events so the caller can show
+progress; all state lives in the arrays passed in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # optional accelerator (docs/simulator.md, "Engines")
+    import numba as _numba
+
+    HAVE_NUMBA = True
+    _jit = _numba.njit(cache=True, nogil=True)
+except Exception:  # pragma: no cover - exercised only without numba
+    HAVE_NUMBA = False
+
+    def _jit(f):
+        return f
+
+__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "STATE_LEN"]
+
+# layout of the int64 ``scal`` state vector
+S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
+STATE_LEN = 8
+
+
+@_jit
+def _push(heap, n, key):
+    i = n
+    heap[i] = key
+    while i > 0:
+        p = (i - 1) >> 1
+        if heap[p] <= key:
+            break
+        heap[i] = heap[p]
+        i = p
+    heap[i] = key
+    return n + 1
+
+
+@_jit
+def _pop(heap, n):
+    top = heap[0]
+    n -= 1
+    last = heap[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and heap[c + 1] < heap[c]:
+            c += 1
+        if heap[c] >= last:
+            break
+        heap[i] = heap[c]
+        i = c
+    if n > 0:
+        heap[i] = last
+    return top, n
+
+
+@_jit
+def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
+              flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
+              phase_total, window,
+              heap, scal, stage, free, busy, ptr, out, wait, pdone, popen,
+              issue_ps, deliver_ps, store_ps, budget):
+    """Process up to ``budget`` events.  Returns 1 when the heap is empty, else 0.
+
+    ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
+    """
+    n_fl = flit_flow.shape[0]
+    n_iss = iss_start.shape[0]
+    b = scal[S_BITS]
+    mask = (np.int64(1) << b) - 1
+    hn = scal[S_HEAP]
+    maxt = scal[S_MAXT]
+    hops = scal[S_HOPS]
+    inj = scal[S_INJ]
+    dlv = scal[S_DEL]
+    t = scal[S_NOW]
+    err = 0
+    done = 0
+    while done < budget and hn > 0:
+        key, hn = _pop(heap, hn)
+        t = key >> b
+        ident = key & mask
+        done += 1
+        if ident >= n_fl:                                  # an issuer may issue
+            i = ident - n_fl
+            f = ptr[i]
+            if f >= iss_end[i]:
+                continue
+            ph = flit_phase[f]
+            if ph >= 0 and popen[ph] == 0:
+                wait[i] = 1                                # barrier
+                continue
+            if out[i] >= window:
+                wait[i] = 2                                # window full
+                continue
+            fl = flit_flow[f]
+            svc = st_svc[fl, 0]
+            r = iss_res[i]
+            free[r] = t + svc
+            busy[r] += svc
+            issue_ps[f] = t
+            out[i] += 1
+            ptr[i] = f + 1
+            inj += 1
+            hops += 1
+            stage[f] = 1
+            nxt = t + svc + st_lat[fl, 0]
+            if nxt > maxt:
+                err = 1
+                break
+            hn = _push(heap, hn, (nxt << b) + f)
+            hn = _push(heap, hn, ((t + svc) << b) + ident)
+            continue
+        f = ident
+        fl = flit_flow[f]
+        k = stage[f]
+        if k >= nst[fl]:                                   # delivery
+            deliver_ps[f] = t
+            dlv += 1
+            i = flit_issuer[f]
+            out[i] -= 1
+            if wait[i] == 2:
+                wait[i] = 0
+                hn = _push(heap, hn, (t << b) + n_fl + i)
+            ph = flit_phase[f]
+            if ph >= 0:
+                pdone[ph] += 1
+                if pdone[ph] == phase_total[ph] and ph + 1 < phase_total.shape[0]:
+                    popen[ph + 1] = 1
+                    for j in range(n_iss):
+                        if wait[j] == 1:
+                            wait[j] = 0
+                            hn = _push(heap, hn, (t << b) + n_fl + j)
+            continue
+        r = st_res[fl, k]
+        start = t
+        fr = free[r]
+        if fr > start:
+            start = fr
+        svc = st_svc[fl, k]
+        free[r] = start + svc
+        busy[r] += svc
+        hops += 1
+        if mark_stage[fl] == k:
+            store_ps[f] = start + mark_off[fl]
+        nxt = start + svc + st_lat[fl, k]
+        if nxt > maxt:
+            err = 1
+            break
+        stage[f] = k + 1
+        hn = _push(heap, hn, (nxt << b) + f)
+    scal[S_HEAP] = hn
+    scal[S_HOPS] = hops
+    scal[S_INJ] = inj
+    scal[S_DEL] = dlv
+    scal[S_NOW] = t
+    if err:
+        scal[S_ERR] = 1
+        return 1
+    return 1 if hn == 0 else 0
