@@ -240,3 +240,14 @@ def test_zero_flit_flows_are_ignored():
     g = jax.grad(lambda fl: K.smooth_estimate_ns(S, t.replace(flits=fl), 1.0, n_phases=1))(
         jnp.asarray(t.flits))
     assert np.all(np.isfinite(np.asarray(g)))
+
+
+def test_chunked_scan_equals_single_pass(monkeypatch):
+    t = rand_traffic(21, n=700, phases=2)
+    ref = K.analyze(S, t, temperature_ns=3.0)
+    monkeypatch.setattr(K, "CHUNK_FLOWS", 128)   # 700 flows -> 6 chunks, last one padded
+    got = K.analyze(S, t, temperature_ns=3.0)
+    for name in ("lower_bound_ns", "estimate_ns", "smooth_estimate_ns"):
+        assert float(getattr(got, name)) == pytest.approx(float(getattr(ref, name)), rel=1e-5)
+    np.testing.assert_allclose(np.asarray(got.busy_ns), np.asarray(ref.busy_ns), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(got.flow_latency_ns), np.asarray(ref.flow_latency_ns), rtol=1e-6)

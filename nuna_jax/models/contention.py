@@ -92,15 +92,18 @@ def resource_service_ns(s: System):
     return per_kind[jnp.asarray(resource_kind_index(s))]
 
 
+CHUNK_FLOWS = 32768  # flows per chunk of the [F, S] stage table (bounds memory for huge tables)
+
+
 class _Tables(NamedTuple):
     L: Any            # [F] zero-load latency
-    prefix: Any       # [F, S] zero-load arrival at each stage
-    rem: Any          # [F, S] zero-load time from end of service to delivery
-    seg: Any          # [F, S] phase * R + resource, or P * R for none
     flits: Any        # [F]
     phase: Any        # [F]
     wseg: Any         # [F] phase * NC + gpu * n_cus + cu
-    busy: Any         # [P, R]
+    busy: Any         # [P, R] sum flits * svc
+    a: Any            # [P, R] least zero-load arrival at r of an active flow (+BIG if none)
+    m: Any            # [P, R] least zero-load time from leaving r to delivery (+BIG if none)
+    lr: Any           # [P, R] longest zero-load latency of an active flow through r (-BIG if none)
     svc_r: Any        # [R]
     wbusy: Any        # [P, NC]  window busy = sum flits * (L - svc_issue) / W
     wflits: Any       # [P, NC]
@@ -108,24 +111,77 @@ class _Tables(NamedTuple):
     n_phases: int
     n_res: int
     n_cu: int
+    chunk: int
 
 
-def _tables(s: System, t: Traffic, n_phases: int) -> _Tables:
+def _stage_view(s: System, t: Traffic, P: int):
+    """Per-(flow, stage) arrays of a (chunk of a) flow table."""
     st = flow_stages(s, t)
-    lay = resource_layout(s)
-    R, P = lay.n_resources, n_phases
-    NC = s.n_gpus * s.n_cus
+    R = resource_layout(s).n_resources
     flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
     phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
     step_t = st.service_ns + st.latency_ns
     L = jnp.sum(step_t, axis=1)
-    cum = jnp.cumsum(step_t, axis=1)
-    prefix = cum - step_t
+    prefix = jnp.cumsum(step_t, axis=1) - step_t
     rem = L[:, None] - prefix - st.service_ns
-    valid = st.resource >= 0
-    seg = jnp.where(valid, phase[:, None] * R + st.resource, P * R)
-    busy = jax.ops.segment_sum((flits[:, None] * st.service_ns).ravel(), seg.ravel(),
-                               num_segments=P * R + 1)[:-1].reshape(P, R)
+    seg = jnp.where(st.resource >= 0, phase[:, None] * R + st.resource, P * R)
+    return L, flits, prefix, rem, seg, st.service_ns
+
+
+def _reduce_chunk(s: System, t: Traffic, P: int):
+    R = resource_layout(s).n_resources
+    L, flits, prefix, rem, seg, svc = _stage_view(s, t, P)
+    n = P * R + 1
+    sg = seg.ravel()
+    act = (flits > 0)[:, None] & (seg < P * R)
+    busy = jax.ops.segment_sum((flits[:, None] * svc).ravel(), sg, num_segments=n)
+    a = jax.ops.segment_min(jnp.where(act, prefix, _BIG).ravel(), sg, num_segments=n)
+    m = jax.ops.segment_min(jnp.where(act, rem, _BIG).ravel(), sg, num_segments=n)
+    lr = jax.ops.segment_max(jnp.where(act, L[:, None], -_BIG).ravel(), sg, num_segments=n)
+    return L, busy, a, m, lr
+
+
+def _pad_rows(t: Traffic, n_pad: int) -> Traffic:
+    """Append ``n_pad`` zero-flit rows (ignored by every function here)."""
+    if n_pad == 0:
+        return t
+    def pad(v):
+        v = jnp.asarray(v)
+        return jnp.concatenate([v, jnp.zeros((n_pad,), v.dtype)])
+    return Traffic(**{k: pad(getattr(t, k)) for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu",
+                                                      "dst_stack", "flits", "bytes", "tb", "step", "phase")})
+
+
+def _chunked(t: Traffic, chunk: int):
+    """(padded traffic reshaped to [n_chunks, chunk] per field, F)."""
+    F = int(np.shape(t.flits)[0])
+    nc = -(-F // chunk)
+    tp = _pad_rows(t, nc * chunk - F)
+    return jax.tree_util.tree_map(lambda v: jnp.reshape(v, (nc, chunk)), tp), F
+
+
+def _tables(s: System, t: Traffic, n_phases: int, chunk: int | None = None) -> _Tables:
+    chunk = int(CHUNK_FLOWS if chunk is None else chunk)
+    lay = resource_layout(s)
+    R, P = lay.n_resources, n_phases
+    NC = s.n_gpus * s.n_cus
+    F = int(np.shape(t.flits)[0])
+    if F <= chunk:
+        L, busy, a, m, lr = _reduce_chunk(s, t, P)
+    else:  # scan over chunks: memory O(chunk * n_stages), not O(F * n_stages)
+        tc, _ = _chunked(t, chunk)
+        n = P * R + 1
+        init = (jnp.zeros(n), jnp.full(n, _BIG), jnp.full(n, _BIG), jnp.full(n, -_BIG))
+
+        def body(carry, tch):
+            L_, b_, a_, m_, l_ = _reduce_chunk(s, tch, P)
+            cb, ca, cm, cl = carry
+            return (cb + b_, jnp.minimum(ca, a_), jnp.minimum(cm, m_), jnp.maximum(cl, l_)), L_
+
+        (busy, a, m, lr), Ls = jax.lax.scan(body, init, tc)
+        L = Ls.reshape(-1)[:F]
+    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
+    phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
     svc_issue = 1.0 / s.noc_clock_ghz
     wseg = phase * NC + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus + jnp.asarray(t.cu, jnp.int32)
     hold = jnp.maximum(L - svc_issue, 0.0)
@@ -133,8 +189,9 @@ def _tables(s: System, t: Traffic, n_phases: int) -> _Tables:
         / s.max_outstanding_per_cu
     wflits = jax.ops.segment_sum(flits, wseg, num_segments=P * NC).reshape(P, NC)
     wlat = jax.ops.segment_sum(flits * L, wseg, num_segments=P * NC).reshape(P, NC)
-    return _Tables(L, prefix, rem, seg, flits, phase, wseg, busy, resource_service_ns(s),
-                   wbusy, wflits, wlat, P, R, NC)
+    shp = lambda v: v[:-1].reshape(P, R)  # noqa: E731
+    return _Tables(L, flits, phase, wseg, shp(busy), shp(a), shp(m), shp(lr), resource_service_ns(s),
+                   wbusy, wflits, wlat, P, R, NC, chunk)
 
 
 def flow_latency_ns(s: System, t: Traffic):
@@ -167,13 +224,8 @@ def _phase_max_latency(tb: _Tables):
 
 
 def _lower_bound_phases(tb: _Tables):
-    P, R = tb.n_phases, tb.n_res
-    act = (tb.flits > 0)[:, None] & (tb.seg < P * R)
-    seg = tb.seg.ravel()
-    a = jax.ops.segment_min(jnp.where(act, tb.prefix, _BIG).ravel(), seg, num_segments=P * R + 1)[:-1]
-    m = jax.ops.segment_min(jnp.where(act, tb.rem, _BIG).ravel(), seg, num_segments=P * R + 1)[:-1]
-    used = (a < _BIG / 2).reshape(P, R)
-    res = jnp.where(used, a.reshape(P, R) + tb.busy + m.reshape(P, R), 0.0)
+    used = tb.a < _BIG / 2
+    res = jnp.where(used, tb.a + tb.busy + tb.m, 0.0)
     lb_res = jnp.max(res, axis=1)
     lb_win = jnp.max(tb.wbusy, axis=1)
     return jnp.maximum(jnp.maximum(_phase_max_latency(tb), lb_res), lb_win)
@@ -195,12 +247,9 @@ def lower_bound_ns(s: System, t: Traffic, n_phases: int | None = None):
 # ---------------------------------------------------------------------------
 def _seg_lmax(tb: _Tables):
     """Longest zero-load latency among active flows, per (phase, resource) and per (phase, CU)."""
-    P, R = tb.n_phases, tb.n_res
     act = tb.flits > 0
-    lv = jnp.broadcast_to(jnp.where(act, tb.L, -_BIG)[:, None], tb.seg.shape)
-    lr = jax.ops.segment_max(lv.ravel(), tb.seg.ravel(), num_segments=P * R + 1)[:-1].reshape(P, R)
-    lc = jax.ops.segment_max(jnp.where(act, tb.L, -_BIG), tb.wseg, num_segments=P * tb.n_cu)
-    return lr, lc.reshape(P, tb.n_cu)
+    lc = jax.ops.segment_max(jnp.where(act, tb.L, -_BIG), tb.wseg, num_segments=tb.n_phases * tb.n_cu)
+    return tb.lr, lc.reshape(tb.n_phases, tb.n_cu)
 
 
 def _excess(tb: _Tables):
@@ -229,8 +278,30 @@ def estimate_ns(s: System, t: Traffic, n_phases: int | None = None):
     return jnp.sum(_estimate_phases(_tables(s, t, resolve_n_phases(t, n_phases)))[0])
 
 
-def _smooth_phases(tb: _Tables, tau):
+def _smooth_resource_sums(s: System, t: Traffic, tb: _Tables, lr, tau):
+    """sum over active (flow, stage) on r of min(1, flits) exp((L_f - Lmax_r) / tau), [P, R]."""
     P, R = tb.n_phases, tb.n_res
+    lr_pad = jnp.concatenate([jnp.where(lr > -_BIG / 2, lr, 0.0).ravel(), jnp.zeros(1, lr.dtype)])
+
+    def part(tch):
+        L, flits, _, _, seg, _ = _stage_view(s, tch, P)
+        # z <= 0 by construction; no clamp (a min() tie at 0 would halve the gradient)
+        on = (seg < P * R) & (flits > 0)[:, None]
+        z = jnp.where(on, (L[:, None] - lr_pad[seg]) / tau, -1e4)
+        e = jnp.where(on, jnp.minimum(flits, 1.0)[:, None] * jnp.exp(z), 0.0)
+        return jax.ops.segment_sum(e.ravel(), seg.ravel(), num_segments=P * R + 1)
+
+    F = int(np.shape(t.flits)[0])
+    if F <= tb.chunk:
+        sr = part(t)
+    else:
+        tc, _ = _chunked(t, tb.chunk)
+        sr, _ = jax.lax.scan(lambda c, tch: (c + part(tch), None), jnp.zeros(P * R + 1), tc)
+    return sr[:-1].reshape(P, R)
+
+
+def _smooth_phases(s: System, t: Traffic, tb: _Tables, tau):
+    P = tb.n_phases
     tau = jnp.asarray(tau, dtype=tb.L.dtype)
     lr, lc = _seg_lmax(tb)
     lr, lc = jax.lax.stop_gradient(lr), jax.lax.stop_gradient(lc)
@@ -238,13 +309,7 @@ def _smooth_phases(tb: _Tables, tau):
     used_r = lr > -_BIG / 2
     used_c = lc > -_BIG / 2
     # per-segment log-sum-exp of L_f with weights w_f, stabilized by the hard segment max
-    seg = tb.seg.ravel()
-    lr_pad = jnp.concatenate([jnp.where(used_r, lr, 0.0).ravel(), jnp.zeros(1, lr.dtype)])
-    # z <= 0 by construction; no clamp (a min() tie at 0 would halve the gradient)
-    on = (tb.seg < P * R) & (tb.flits > 0)[:, None]
-    z = jnp.where(on, (tb.L[:, None] - lr_pad[tb.seg]) / tau, -1e4)
-    e = jnp.where(on, w[:, None] * jnp.exp(z), 0.0)
-    sr = jax.ops.segment_sum(e.ravel(), seg, num_segments=P * R + 1)[:-1].reshape(P, R)
+    sr = _smooth_resource_sums(s, t, tb, lr, tau)
     sr_safe = jnp.where(used_r & (sr > 0), sr, 1.0)
     lse_r = jnp.where(used_r, lr + tau * jnp.log(sr_safe), 0.0)
     lc_safe = jnp.where(used_c, lc, 0.0)
@@ -273,7 +338,7 @@ def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=10.0, n_phases: int
     log-sum-exp at temperature ``temperature_ns`` and each flow weighted by
     ``min(1, flits)``.  ``>=`` the estimate up to the weights' ``tau log w``;
     tends to the estimate as the temperature falls to 0."""
-    return jnp.sum(_smooth_phases(_tables(s, t, resolve_n_phases(t, n_phases)), temperature_ns))
+    return jnp.sum(_smooth_phases(s, t, _tables(s, t, resolve_n_phases(t, n_phases)), temperature_ns))
 
 
 # ---------------------------------------------------------------------------
@@ -311,7 +376,7 @@ def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=1
     kx = jnp.concatenate([jnp.maximum(per_kind(ex_r), 0.0), jnp.max(ex_w, axis=1, keepdims=True)], axis=1)
     kt = jnp.concatenate([jnp.maximum(per_kind(term_r), 0.0), jnp.max(term_c, axis=1, keepdims=True)], axis=1)
     kb = jnp.concatenate([jnp.maximum(per_kind(tb.busy), 0.0), jnp.max(tb.wbusy, axis=1, keepdims=True)], axis=1)
-    sm = _smooth_phases(tb, temperature_ns)
+    sm = _smooth_phases(s, t, tb, temperature_ns)
     return PathCosts(tb.L, tb.busy, tb.wbusy, lb, est, _phase_max_latency(tb), kx, kt, kb,
                      jnp.sum(lb), jnp.sum(est), jnp.sum(sm))
 
