@@ -198,3 +198,20 @@ def test_background_read_and_write_by_hand():
     clash = sim.make_background(s, gpu=[0], cu=[0], stack=[0], kind=[0], flits=[1])
     with pytest.raises(ValueError, match="share CU"):
         sim.simulate(s, _flow(s, [1]), background=clash)
+
+
+def test_stop_after_traffic_keeps_traffic_timing_exact():
+    s = preset("table2", n_gpus=2)
+    t = make_traffic(s, src_gpu=[0, 1], cu=[0, 7], read_stack=[0, 5], port=[3, 140], dst_gpu=[1, 0],
+                     dst_stack=[2, 9], flits=[40, 30])
+    bg = sim.gemm_background(s, gemm_bytes=10_000_000, n_tiles=4, avoid_cus=[0, 7])
+    full = sim.simulate(s, t, background=bg)
+    early = sim.simulate(s, t, background=bg, stop_after_traffic=True)
+    m = full.traffic_mask
+    assert full.background_complete and not early.background_complete
+    assert np.array_equal(full.deliver_ps[m], early.deliver_ps[m])
+    assert early.traffic_completion_ps == full.traffic_completion_ps
+    assert early.flits_delivered < full.flits_delivered == full.flits_injected
+    # the GEMM really interferes: without it the traffic finishes no later
+    alone = sim.simulate(s, t)
+    assert alone.traffic_completion_ps <= full.traffic_completion_ps

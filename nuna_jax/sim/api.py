@@ -15,7 +15,8 @@ ENGINES = ("fast", "reference")
 
 
 def simulate(system: System, traffic: Traffic, *, background=None, engine: str = "fast",
-             max_time_ns: float | None = None, progress: bool = False) -> SimResult:
+             max_time_ns: float | None = None, progress: bool = False,
+             stop_after_traffic: bool = False) -> SimResult:
     """Simulate every flit of ``traffic`` (and optional on-chip ``background`` flows) exactly.
 
     Semantics: docs/model.md ("The path of a flit", "Issue and the
@@ -25,6 +26,9 @@ def simulate(system: System, traffic: Traffic, *, background=None, engine: str =
     ``max_time_ns``: bound on simulated time; a run that cannot finish by
     then raises :class:`SimulationError` (as does a lost flit).
     ``progress``: a text progress bar on stderr when it is a terminal.
+    ``stop_after_traffic`` (fast engine): end at the last traffic delivery,
+    leaving background flows unfinished (``result.background_complete`` is
+    False); the traffic's timing is unaffected.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -32,6 +36,8 @@ def simulate(system: System, traffic: Traffic, *, background=None, engine: str =
         raise ValueError(f"max_time_ns must be > 0, got {max_time_ns!r}")
     bound = None if max_time_ns is None else int(round(max_time_ns * 1000))
     if engine == "reference":
+        if stop_after_traffic:
+            raise ValueError("stop_after_traffic is a fast-engine option")
         return run_reference(system, traffic, background, max_time_ps=bound)
     prog = compile_program(system, traffic, background)
-    return run_fast(prog, max_time_ps=bound, progress=progress)
+    return run_fast(prog, max_time_ps=bound, progress=progress, stop_after_traffic=stop_after_traffic)

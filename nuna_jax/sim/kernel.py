@@ -30,11 +30,12 @@ except Exception:  # pragma: no cover - exercised only without numba
     def _jit(f):
         return f
 
-__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "STATE_LEN"]
+__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
 S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
-STATE_LEN = 8
+S_NTF, S_TDEL, S_TSTOP = 8, 9, 10      # traffic flow rows, traffic flits delivered, stop target
+STATE_LEN = 11
 
 
 @_jit
@@ -81,6 +82,8 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
     """Process up to ``budget`` events.  Returns 1 when the heap is empty, else 0.
 
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
+    With ``scal[S_TSTOP] > 0`` the loop ends right after that many traffic
+    flits (flow rows ``< scal[S_NTF]``) are delivered.
     """
     n_fl = flit_flow.shape[0]
     n_iss = iss_start.shape[0]
@@ -92,6 +95,10 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
     inj = scal[S_INJ]
     dlv = scal[S_DEL]
     t = scal[S_NOW]
+    ntf = scal[S_NTF]
+    tdel = scal[S_TDEL]
+    tstop = scal[S_TSTOP]
+    stopped = 0
     err = 0
     done = 0
     while done < budget and hn > 0:
@@ -135,6 +142,11 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
         if k >= nst[fl]:                                   # delivery
             deliver_ps[f] = t
             dlv += 1
+            if fl < ntf:
+                tdel += 1
+                if tdel == tstop:                          # optional early stop (background left)
+                    stopped = 1
+                    break
             i = flit_issuer[f]
             out[i] -= 1
             if wait[i] == 2:
@@ -172,6 +184,9 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
     scal[S_INJ] = inj
     scal[S_DEL] = dlv
     scal[S_NOW] = t
+    scal[S_TDEL] = tdel
+    if stopped:
+        return 1
     if err:
         scal[S_ERR] = 1
         return 1

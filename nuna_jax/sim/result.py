@@ -25,6 +25,8 @@ class SimResult(NamedTuple):
     flits_injected, flits_delivered, flit_hops (resource services, CU issue included)
     n_traffic_flows rows of the Traffic (the rest are background flows)
     engine, wall_s
+    background_complete  False when the run stopped at the last traffic delivery
+                    (``stop_after_traffic``): background flits may be unfinished
     """
 
     completion_ps: int
@@ -39,6 +41,7 @@ class SimResult(NamedTuple):
     n_traffic_flows: int
     engine: str
     wall_s: float
+    background_complete: bool = True
 
     @property
     def completion_ns(self) -> float:
