@@ -50,7 +50,7 @@ from ..traffic import Traffic
 __all__ = [
     "KINDS", "resolve_n_phases", "flow_latency_ns", "resource_busy_ns", "window_busy_ns",
     "lower_bound_ns", "estimate_ns", "smooth_estimate_ns", "PathCosts", "analyze", "breakdown",
-    "resource_service_ns", "resource_kind_index",
+    "resource_service_ns", "resource_kind_index", "bucket_rows", "pad_flows", "evaluate", "CHUNK_FLOWS",
 ]
 
 KINDS = ("cu", "hbm", "link", "egress", "ingress")
@@ -416,3 +416,45 @@ def breakdown(c: PathCosts) -> dict:
         "bottleneck": bott,
         "n_phases": int(np.asarray(c.phase_estimate_ns).shape[0]),
     }
+
+
+# ---------------------------------------------------------------------------
+# convenience for CLIs and sweeps: pad to a few shapes, jit once per shape
+# ---------------------------------------------------------------------------
+def bucket_rows(n_flows: int) -> int:
+    """Row count a flow table is padded to: the next power of two (>= 256) up to
+    ``CHUNK_FLOWS``, then the next multiple of ``CHUNK_FLOWS`` (few shapes, few compiles)."""
+    n = max(int(n_flows), 1)
+    if n <= CHUNK_FLOWS:
+        return max(256, 1 << (n - 1).bit_length())
+    return -(-n // CHUNK_FLOWS) * CHUNK_FLOWS
+
+
+def pad_flows(t: Traffic, n_rows: int) -> Traffic:
+    """``t`` (concrete) with zero-flit rows appended up to ``n_rows`` (they change no result)."""
+    F = t.n_flows
+    if n_rows < F:
+        raise ValueError(f"pad_flows: n_rows={n_rows} < n_flows={F}")
+    out = {}
+    for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "flits", "bytes", "tb", "step",
+              "phase"):
+        v = np.asarray(getattr(t, k))
+        out[k] = np.concatenate([v, np.zeros(n_rows - F, v.dtype)])
+    return Traffic(**out)
+
+
+_analyze_jit = jax.jit(analyze, static_argnames=("n_phases",))
+
+
+def evaluate(s: System, t: Traffic, temperature_ns: float = 10.0) -> dict:
+    """Run the jitted :func:`analyze` on (padded) concrete traffic; plain-float report.
+
+    Keys: ``time_ns`` (the estimate), ``lower_bound_ns``, ``smooth_estimate_ns``
+    (at ``temperature_ns``), ``breakdown`` (:func:`breakdown`), ``n_flows``.
+    """
+    n_phases = resolve_n_phases(t)
+    tp = pad_flows(t, bucket_rows(t.n_flows))
+    c = _analyze_jit(s, tp, n_phases=n_phases, temperature_ns=float(temperature_ns))
+    return {"time_ns": float(c.estimate_ns), "lower_bound_ns": float(c.lower_bound_ns),
+            "smooth_estimate_ns": float(c.smooth_estimate_ns), "temperature_ns": float(temperature_ns),
+            "breakdown": breakdown(c), "n_flows": t.n_flows}

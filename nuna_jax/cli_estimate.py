@@ -1,0 +1,138 @@
+"""``nuna-jax estimate``: the analytical model's time for a collective (docs/analytical.md).
+
+Builds the scenario (plan -> placement -> traffic, ``nuna_jax.scenario``) and
+runs the path model (``models.contention``): the estimate ``time_ns``, the
+``lower_bound_ns`` and a breakdown (latency, CU issue, link, HBM, port and
+window terms), beside the closed-form alpha-beta time (``models.collectives``)
+with the best / mean / worst NUNA path as alpha.  ``--policy all`` tables the
+seven configurations of NUNA section 5.3 with their speedup over UA.
+``--network FILE.yml`` instead evaluates the closed form on an ASTRA-sim
+analytical network (``nuna_jax.astra``).
+"""
+
+from __future__ import annotations
+
+from .cliutil import add_system_args, emit_json, format_size, parse_size, system_from_args
+
+POLICY_ORDER = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR")
+
+
+def add_parser(sub) -> None:
+    from .scenario import add_scenario_args
+    p = sub.add_parser(
+        "estimate", help="analytical time of a collective (path model + closed form)",
+        description="Estimate a collective's completion time with the analytical NUNA path model "
+                    "(estimate, lower bound, breakdown) and the closed-form alpha-beta model. "
+                    "--policy all compares the seven configurations of NUNA section 5.3; "
+                    "--network FILE.yml evaluates the closed form on an ASTRA-sim network instead.")
+    add_system_args(p)
+    add_scenario_args(p)
+    p.add_argument("--temperature", type=float, default=10.0, metavar="NS",
+                   help="temperature of the smooth estimate, ns (default 10)")
+    p.add_argument("--network", default=None, metavar="FILE.yml",
+                   help="ASTRA-sim analytical network YAML: closed-form time on that network "
+                        "(--policy, --tbs and --nar-granularity do not apply)")
+    p.add_argument("--network-algorithm", default=None, choices=("direct", "ring", "recursive", "tree"),
+                   help="with --network: one algorithm for every dimension "
+                        "(default: ring on Ring, direct on FullyConnected, recursive on Switch)")
+
+
+def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
+    from .models import collectives as C
+    out = {}
+    _, beta, gamma = C.alpha_beta_gamma(s, "mean")
+    for stat in C.STATS:
+        a = C.alpha_ns(s, stat)
+        out[stat] = float(C.cost_ns(C.collective_code(collective), C.algorithm_code(algorithm),
+                                    s.n_gpus, float(size), a, beta, gamma))
+    return out
+
+
+def _one(s, args, policy: str) -> dict:
+    from .models.contention import evaluate
+    from .scenario import make_scenario
+    size = parse_size(args.size)
+    sc = make_scenario(s, collective=args.collective, plan_file=getattr(args, "plan", None),
+                       size_bytes=size, policy=policy, tbs_per_gpu=args.tbs,
+                       nar_granularity=args.nar_granularity, algorithm=args.algorithm)
+    r = evaluate(s, sc.traffic, args.temperature)
+    d = {"policy": policy.upper(), **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns",
+                                                         "temperature_ns")},
+         "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": sc.traffic.total_flits,
+         "scenario": sc.describe()}
+    return d
+
+
+def run(args) -> int:
+    if args.network:
+        return _run_network(args)
+    s = system_from_args(args)
+    size = parse_size(args.size)
+    pol = str(args.policy).strip().lower()
+    head = {"collective": args.collective, "plan_file": getattr(args, "plan", None), "size_bytes": size,
+            "n_gpus": s.n_gpus, "algorithm": args.algorithm, "tbs_per_gpu": args.tbs,
+            "nar_granularity": args.nar_granularity, "system": s.name}
+    if args.collective:
+        head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
+    if pol == "all":
+        rows = [_one(s, args, p) for p in POLICY_ORDER]
+        ua = rows[0]["time_ns"]
+        for r in rows:
+            r["speedup_over_ua"] = ua / r["time_ns"]
+        out = {**head, "policies": rows}
+        if args.json:
+            emit_json(out)
+            return 0
+        what = args.collective or args.plan
+        print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}), {args.algorithm}, "
+              f"analytical path model")
+        print(f"  {'policy':9s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}  bottleneck")
+        for r in rows:
+            print(f"  {r['policy']:9s} {r['time_ns']:10.1f} {r['lower_bound_ns']:10.1f} "
+                  f"{r['speedup_over_ua']:7.3f}x  {r['breakdown']['bottleneck']}")
+        if "closed_form_ns" in head:
+            cf = head["closed_form_ns"]
+            print(f"  closed form (alpha = best/mean/worst path): {cf['best']:.1f} / {cf['mean']:.1f} / "
+                  f"{cf['worst']:.1f} ns")
+        return 0
+    r = _one(s, args, pol)
+    out = {**head, **r}
+    if args.json:
+        emit_json(out)
+        return 0
+    b = r["breakdown"]
+    what = args.collective or args.plan
+    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}), policy {r['policy']}, {args.algorithm}: "
+          f"{r['n_flows']} flows, {r['flits']:.0f} flits")
+    print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {b['bottleneck']})")
+    print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")
+    print(f"  smooth (tau={r['temperature_ns']:g} ns) {r['smooth_estimate_ns']:9.1f}")
+    print("  breakdown (ns, summed over phases): "
+          f"latency {b['latency_ns']:.1f}, CU issue {b['cu_issue_ns']:.1f}, link {b['link_ns']:.1f}, "
+          f"HBM {b['hbm_ns']:.1f}, port {b['port_ns']:.1f}, window {b['window_ns']:.1f}")
+    if "closed_form_ns" in head:
+        cf = head["closed_form_ns"]
+        print(f"  closed form (alpha = best/mean/worst path): {cf['best']:.1f} / {cf['mean']:.1f} / "
+              f"{cf['worst']:.1f} ns")
+    return 0
+
+
+def _run_network(args) -> int:
+    from .astra import collective_time_ns, load_network
+    if not args.collective:
+        raise ValueError("--network needs --collective (an MSCCL --plan has no closed form)")
+    net = load_network(args.network)
+    if args.gpus is not None and args.gpus != net.n_npus:
+        raise ValueError(f"--gpus {args.gpus} disagrees with the network file's {net.n_npus} NPUs")
+    size = parse_size(args.size)
+    r = collective_time_ns(net, args.collective, size, args.network_algorithm)
+    out = {"network_file": args.network, "network": net.describe(), **r}
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"{r['collective']} {format_size(size)} on ASTRA-sim network {args.network} ({net.n_npus} NPUs): "
+          f"{r['time_ns']:.1f} ns (closed form, hierarchical)")
+    for k, d in enumerate(r["dims"]):
+        print(f"  dim {k}: {d['topology']:14s} p={d['p']:<4d} {d['algorithm']:9s} alpha {d['alpha_ns']:.1f} ns, "
+              f"{1 / d['beta_ns_per_byte']:.2f} B/ns, {format_size(d['size_bytes'])} -> {d['time_ns']:.1f} ns")
+    return 0

@@ -1,0 +1,62 @@
+"""``nuna-jax estimate``: JSON keys, --policy all, --network, errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nuna_jax.cli import main
+
+DATA = Path(__file__).parent / "data"
+GB = 2**30 / 1e9
+
+
+def run_json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_single_policy_json_keys_and_bound(capsys):
+    d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "100kB", "--gpus", "4",
+                          "--policy", "nap+nar", "--json"])
+    for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns", "breakdown", "closed_form_ns", "n_flows"):
+        assert k in d
+    b = d["breakdown"]
+    for k in ("latency_ns", "cu_issue_ns", "link_ns", "hbm_ns", "port_ns", "window_ns", "bottleneck"):
+        assert k in b
+    assert 0 < d["lower_bound_ns"] <= d["time_ns"] * (1 + 1e-6)
+    # no flow is faster than the best zero-load transfer of the socket
+    from nuna_jax import preset
+    from nuna_jax.models.collectives import alpha_ns
+    assert d["lower_bound_ns"] >= float(alpha_ns(preset(n_gpus=4), "best")) * (1 - 1e-6)
+    cf = d["closed_form_ns"]
+    assert cf["best"] < cf["mean"] < cf["worst"]
+
+
+def test_policy_all_table(capsys):
+    d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "100kB", "--gpus", "2",
+                          "--policy", "all", "--json"])
+    pols = [r["policy"] for r in d["policies"]]
+    assert pols == ["UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR"]
+    assert d["policies"][0]["speedup_over_ua"] == pytest.approx(1.0)
+    for r in d["policies"]:
+        assert r["speedup_over_ua"] == pytest.approx(d["policies"][0]["time_ns"] / r["time_ns"])
+    assert main(["estimate", "--collective", "allgather", "--size", "100kB", "--gpus", "2", "--policy", "all"]) == 0
+    assert "speedup" in capsys.readouterr().out
+
+
+def test_network_file(capsys):
+    d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "1MB",
+                          "--network", str(DATA / "astra_switch8.yml"), "--json"])
+    assert d["n_npus"] == 8
+    assert d["time_ns"] == pytest.approx(3000 + 875000 / (50 * GB), rel=1e-6)
+
+
+def test_user_errors_exit_2(capsys):
+    assert main(["estimate", "--collective", "allgather", "--size", "1MB", "--policy", "bogus"]) == 2
+    assert main(["estimate", "--collective", "allgather", "--size", "1MB", "--gpus", "4",
+                 "--network", str(DATA / "astra_switch8.yml")]) == 2
+    assert main(["estimate", "--collective", "allgather", "--size", "1MB",
+                 "--network", str(DATA / "astra_bad_topology.yml")]) == 2
+    err = capsys.readouterr().err
+    assert "bogus" in err and "NPUs" in err and "Torus" in err
