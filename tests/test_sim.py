@@ -215,3 +215,22 @@ def test_stop_after_traffic_keeps_traffic_timing_exact():
     # the GEMM really interferes: without it the traffic finishes no later
     alone = sim.simulate(s, t)
     assert alone.traffic_completion_ps <= full.traffic_completion_ps
+
+
+def test_segment_factoring_equals_the_path_table():
+    # the fast engine's factored program, expanded, is exactly path.flow_stages compressed
+    from nuna_jax.sim.program import _compress
+    s = preset("table2", n_gpus=3)
+    rng = np.random.default_rng(5)
+    f = 60
+    t = make_traffic(s, src_gpu=rng.integers(1, 3, f), cu=rng.integers(0, 576, f),
+                     read_stack=rng.integers(0, 16, f), port=rng.integers(0, 144, f),
+                     dst_gpu=np.zeros(f, int), dst_stack=rng.integers(0, 16, f), flits=np.ones(f))
+    st = path.flow_stages(s, t)
+    want = _compress(np.asarray(st.resource), np.asarray(st.service_ns), np.asarray(st.latency_ns))
+    prog = sim.compile_program(s, t)
+    res, svc, lat, nst = prog.expand()
+    assert np.array_equal(nst, want[3])
+    k = want[0].shape[1]
+    assert np.array_equal(res[:, :k], want[0]) and np.array_equal(svc[:, :k], want[1])
+    assert np.array_equal(lat[:, :k], want[2])

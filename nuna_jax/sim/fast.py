@@ -79,7 +79,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     # every issuer tries to issue at t = 0, in issuer order (a sorted array is a valid heap)
     heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
     scal[K.S_HEAP] = n_iss
-    stage = np.zeros(n, np.int32)
+    cursor = np.zeros(n, np.int32)
     free = np.zeros(prog.n_resources, np.int64)
     busy = np.zeros(prog.n_resources, np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
@@ -94,10 +94,11 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     store_ps = np.full(n, -1, np.int64)
     bar = _Progress(n, progress)
     while True:
-        finished = K.run_chunk(prog.st_res, prog.st_svc, prog.st_lat, prog.nst, prog.mark_stage,
-                               prog.mark_off, prog.flit_flow, prog.flit_phase, prog.flit_issuer,
+        finished = K.run_chunk(prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len, prog.seg_mark,
+                               prog.seg_mark_off, prog.flow_seg, prog.flow_off, prog.flow_nseg,
+                               prog.flit_flow, prog.flit_phase, prog.flit_issuer,
                                prog.iss_start, prog.iss_end, prog.iss_res, prog.phase_total,
-                               np.int64(prog.window), heap, scal, stage, free, busy, ptr, out, wait,
+                               np.int64(prog.window), heap, scal, cursor, free, busy, ptr, out, wait,
                                pdone, popen, issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
         bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]))
         if finished:

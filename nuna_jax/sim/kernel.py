@@ -74,13 +74,15 @@ def _pop(heap, n):
 
 
 @_jit
-def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
+def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_seg, flow_off, flow_nseg,
               flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
               phase_total, window,
-              heap, scal, stage, free, busy, ptr, out, wait, pdone, popen,
+              heap, scal, cursor, free, busy, ptr, out, wait, pdone, popen,
               issue_ps, deliver_ps, store_ps, budget):
-    """Process up to ``budget`` events.  Returns 1 when the heap is empty, else 0.
+    """Process up to ``budget`` events.  Returns 1 when finished (or stopped), else 0.
 
+    A flit's position is ``cursor = segment << 16 | stage-in-segment`` of the
+    stage it will reach next (``segment == flow_nseg``: its delivery).
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
     With ``scal[S_TSTOP] > 0`` the loop ends right after that many traffic
     flits (flow rows ``< scal[S_NTF]``) are delivered.
@@ -119,7 +121,8 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
                 wait[i] = 2                                # window full
                 continue
             fl = flit_flow[f]
-            svc = st_svc[fl, 0]
+            row = flow_seg[fl, 0]
+            svc = seg_svc[row, 0]
             r = iss_res[i]
             free[r] = t + svc
             busy[r] += svc
@@ -128,8 +131,13 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
             ptr[i] = f + 1
             inj += 1
             hops += 1
-            stage[f] = 1
-            nxt = t + svc + st_lat[fl, 0]
+            if seg_mark[row] == 0:
+                store_ps[f] = t + seg_mark_off[row]
+            if seg_len[row] > 1:
+                cursor[f] = 1
+            else:
+                cursor[f] = 1 << 16
+            nxt = t + svc + seg_lat[row, 0]
             if nxt > maxt:
                 err = 1
                 break
@@ -138,15 +146,11 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
             continue
         f = ident
         fl = flit_flow[f]
-        k = stage[f]
-        if k >= nst[fl]:                                   # delivery
+        cur = cursor[f]
+        q = cur >> 16
+        if q >= flow_nseg[fl]:                             # delivery
             deliver_ps[f] = t
             dlv += 1
-            if fl < ntf:
-                tdel += 1
-                if tdel == tstop:                          # optional early stop (background left)
-                    stopped = 1
-                    break
             i = flit_issuer[f]
             out[i] -= 1
             if wait[i] == 2:
@@ -161,23 +165,34 @@ def run_chunk(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
                         if wait[j] == 1:
                             wait[j] = 0
                             hn = _push(heap, hn, (t << b) + n_fl + j)
+            if fl < ntf:
+                tdel += 1
+                if tdel == tstop:                          # optional early stop (background left)
+                    stopped = 1
+                    break
             continue
-        r = st_res[fl, k]
+        k = cur & 0xFFFF
+        row = flow_seg[fl, q]
+        r = seg_res[row, k] + flow_off[fl, q]
         start = t
         fr = free[r]
         if fr > start:
             start = fr
-        svc = st_svc[fl, k]
+        svc = seg_svc[row, k]
         free[r] = start + svc
         busy[r] += svc
         hops += 1
-        if mark_stage[fl] == k:
-            store_ps[f] = start + mark_off[fl]
-        nxt = start + svc + st_lat[fl, k]
+        if seg_mark[row] == k:
+            store_ps[f] = start + seg_mark_off[row]
+        nxt = start + svc + seg_lat[row, k]
         if nxt > maxt:
             err = 1
             break
-        stage[f] = k + 1
+        k += 1
+        if k >= seg_len[row]:
+            cursor[f] = (q + 1) << 16
+        else:
+            cursor[f] = cur + 1
         hn = _push(heap, hn, (nxt << b) + f)
     scal[S_HEAP] = hn
     scal[S_HOPS] = hops

@@ -3,11 +3,14 @@
 A *program* is everything the simulator engines need, in integer picoseconds
 and plain numpy arrays (docs/simulator.md):
 
-* the stage table of every flow, from :func:`nuna_jax.path.flow_stages` (the
+* the stage list of every flow, from :func:`nuna_jax.path.flow_stages` (the
   single definition of a flit's path, docs/model.md), rounded to integer ps
   and *compressed*: padding stages are dropped and every pure-latency stage
   (no resource) is folded into the latency of the resource stage before it,
-  which changes no flit's timing (such a stage meets no other flit);
+  which changes no flit's timing (such a stage meets no other flit).  It is
+  stored *factored* into path segments (read leg, to-port leg, egress,
+  ingress, delivery leg), each a row of a small shared table of GPU-local
+  resource ids, so memory does not grow with flows x stages;
 * the static issue order of every CU (docs/model.md, "Issue and the
   outstanding-request window"): step order inside a threadblock, round-robin
   over the flows of one step, round-robin over the threadblocks of one CU,
@@ -26,42 +29,47 @@ import numpy as np
 from .. import path
 from ..models import mesh
 from ..system import System
-from ..traffic import Traffic, validate
+from ..traffic import Traffic, make_traffic, validate
 
-__all__ = ["Program", "compile_program", "to_ps", "issue_order", "PS_PER_NS"]
+__all__ = ["Program", "compile_program", "to_ps", "issue_order", "PS_PER_NS", "MAX_SEG"]
 
 PS_PER_NS = 1000
 
 
 class Program(NamedTuple):
-    """Integer-ps flit program (numpy).  ``N`` flits, ``L`` flows, ``I`` issuers.
+    """Integer-ps flit program (numpy), factored into *segments* (docs/simulator.md).
 
-    Flow level (rows: the traffic's flows, then background flows):
-      st_res [L, K] int32   resource of each compressed stage (-1 past ``nst``)
-      st_svc [L, K] int64   service time, ps (>= 1 on a resource)
-      st_lat [L, K] int64   latency after service, ps (folded pure-latency stages included)
-      nst    [L]    int32   number of compressed stages; stage 0 is the CU issue
-      mark_stage [L] int32  compressed stage after whose service the store is issued (-1: none)
-      mark_off   [L] int64  store issue = start of ``mark_stage`` + mark_off, ps
+    A flow's compressed stage list is the concatenation of up to ``MAX_SEG``
+    segments; each segment is a row of one shared segment table holding
+    GPU-local resource ids, so the table stays small however many flows there
+    are.  ``N`` flits, ``L`` flows, ``I`` issuers, ``Q`` segment rows.
+
+    Segment table:
+      seg_res [Q, W] int32   GPU-local resource id of each stage (-1 past seg_len)
+      seg_svc [Q, W] int64   service time, ps (>= 1)
+      seg_lat [Q, W] int64   latency after service, ps (folded pure-latency stages included)
+      seg_len [Q]    int32
+      seg_mark [Q]   int32   stage after whose service the store is issued (-1: none)
+      seg_mark_off [Q] int64 store issue = start of that stage + seg_mark_off, ps
+    Flow level:
+      flow_seg [L, MAX_SEG] int32  segment rows in order (-1 padding)
+      flow_off [L, MAX_SEG] int32  global resource offset of each segment (gpu * per_gpu)
+      flow_nseg [L] int32
     Flit level, in global flit id order (= issue order, CU by CU):
-      flit_flow  [N] int32  flow row of each flit
-      flit_phase [N] int32  dense phase index, -1 for background flits (no barrier)
-      flit_issuer[N] int32  issuer (CU) index of each flit
-    Issuer level (one per CU that issues anything):
-      iss_start, iss_end [I] int64  the issuer's flits are ids ``[start, end)``
-      iss_res   [I] int32  global resource id of the CU (stage-0 resource)
-    phase_total [P] int64   flits per phase
-    window int              outstanding flits per issuer (max_outstanding_per_cu)
-    n_resources int         global resource count (path.resource_layout)
-    n_traffic_flows int     rows ``< n_traffic_flows`` come from the Traffic
+      flit_flow [N] int32, flit_phase [N] int32 (-1: background, no barrier), flit_issuer [N] int32
+    Issuer level: iss_start, iss_end [I] int64 (flit id ranges), iss_res [I] int32 (the CU)
+    phase_total [P] int64, window, n_resources, n_traffic_flows (rows below are the Traffic's)
     """
 
-    st_res: Any
-    st_svc: Any
-    st_lat: Any
-    nst: Any
-    mark_stage: Any
-    mark_off: Any
+    seg_res: Any
+    seg_svc: Any
+    seg_lat: Any
+    seg_len: Any
+    seg_mark: Any
+    seg_mark_off: Any
+    flow_seg: Any
+    flow_off: Any
+    flow_nseg: Any
     flit_flow: Any
     flit_phase: Any
     flit_issuer: Any
@@ -77,51 +85,80 @@ class Program(NamedTuple):
     def n_flits(self) -> int:
         return int(self.flit_flow.shape[0])
 
+    def expand(self):
+        """Full per-flow compressed stage table ``(res, svc, lat, nst)`` with global ids (tests)."""
+        rows = []
+        for fl in range(self.flow_seg.shape[0]):
+            r, sv, la = [], [], []
+            for q in range(int(self.flow_nseg[fl])):
+                row, off = int(self.flow_seg[fl, q]), int(self.flow_off[fl, q])
+                n = int(self.seg_len[row])
+                r += (self.seg_res[row, :n] + off).tolist()
+                sv += self.seg_svc[row, :n].tolist()
+                la += self.seg_lat[row, :n].tolist()
+            rows.append((r, sv, la))
+        k = max([len(x[0]) for x in rows] + [1])
+        res = np.full((len(rows), k), -1, np.int64)
+        svc = np.zeros((len(rows), k), np.int64)
+        lat = np.zeros((len(rows), k), np.int64)
+        for i, (r, sv, la) in enumerate(rows):
+            res[i, :len(r)], svc[i, :len(r)], lat[i, :len(r)] = r, sv, la
+        return res, svc, lat, np.array([len(x[0]) for x in rows])
+
+
+MAX_SEG = 5
+
 
 def to_ps(x_ns) -> np.ndarray:
     """ns (float) -> integer ps, rounded to nearest (ties to even), int64."""
     return np.rint(np.asarray(x_ns, dtype=np.float64) * PS_PER_NS).astype(np.int64)
 
 
-def _compress(res, svc_ns, lat_ns, mark_col):
-    """Drop padding / fold pure-latency stages into the resource stage before them.
+def _compress(res, svc_ns, lat_ns, mark_col=None):
+    """Drop padding and fold pure-latency stages into the resource stage before them.
 
-    ``mark_col`` (int or None): index of the uncompressed stage whose *arrival*
-    is the store issue; the returned mark points at the resource stage before it.
+    Rows are blocks of stage columns of one kind of path segment.  Leading
+    columns without a resource must take no time (padding of an empty leg).
+    ``mark_col``: index of the column whose *arrival* is the store issue; the
+    returned mark points at the resource stage before it.  Returns
+    ``(res, svc_ps, lat_ps, n, mark, mark_off)`` with ``res`` padded by -1.
     """
-    res = np.asarray(res, dtype=np.int32)
+    res = np.asarray(res, dtype=np.int64)
     svc = to_ps(svc_ns)
     lat = to_ps(lat_ns)
     f, s = res.shape
     keep = res >= 0
-    if f and not np.all(keep[:, 0]):
-        raise ValueError("every flow's stage 0 must be its CU issue (a resource)")
     svc = np.where(keep, np.maximum(svc, 1), svc)          # a resource is busy >= 1 ps
     idx = np.broadcast_to(np.arange(s), (f, s))
     owner = np.maximum.accumulate(np.where(keep, idx, -1), axis=1)  # resource stage owning each stage
     extra = np.where(keep, lat, svc + lat)                  # time added to the owner's latency
+    lead = owner < 0
+    if np.any(extra[lead] != 0):
+        raise ValueError("a path segment starts with a pure-latency stage that takes time")
     tot_lat = np.zeros((f, s), np.int64)
     rows = np.broadcast_to(np.arange(f)[:, None], (f, s))
-    np.add.at(tot_lat, (rows, owner), extra)
+    np.add.at(tot_lat, (rows[~lead], owner[~lead]), extra[~lead])
     nst = keep.sum(axis=1).astype(np.int32)
     order = np.argsort(~keep, axis=1, kind="stable")        # kept stages first, in order
-    k = int(nst.max()) if f else 1
+    k = max(int(nst.max()) if f else 1, 1)
     order = order[:, :k]
     take = lambda a: np.take_along_axis(a, order, axis=1)   # noqa: E731
     valid = np.arange(k)[None, :] < nst[:, None]
-    st_res = np.where(valid, take(res), -1).astype(np.int32)
+    st_res = np.where(valid, take(res), -1)
     st_svc = np.where(valid, take(svc), 0).astype(np.int64)
     st_lat = np.where(valid, take(tot_lat), 0).astype(np.int64)
     if mark_col is None:
-        mark_stage = np.full(f, -1, np.int32)
+        mark = np.full(f, -1, np.int32)
         mark_off = np.zeros(f, np.int64)
     else:
-        own = owner[:, mark_col]                            # uncompressed owner of the mark
-        mark_stage = (np.cumsum(keep, axis=1)[np.arange(f), own] - 1).astype(np.int32)
+        own = owner[:, mark_col]
+        if np.any(own < 0):
+            raise ValueError("store issue before any resource stage")
+        mark = (np.cumsum(keep, axis=1)[np.arange(f), own] - 1).astype(np.int32)
         # arrival at mark_col = start(owner) + svc(owner) + lat(owner) + pure stages in between
         between = np.where((idx > own[:, None]) & (idx < mark_col) & ~keep, svc + lat, 0).sum(axis=1)
         mark_off = (svc[np.arange(f), own] + lat[np.arange(f), own] + between).astype(np.int64)
-    return st_res, st_svc, st_lat, nst, mark_stage, mark_off
+    return st_res, st_svc, st_lat, nst, mark, mark_off
 
 
 def _pad(a, k, fill):
@@ -159,6 +196,53 @@ def issue_order(issuer, phase, tb, step, flits):
     return flow[o2].astype(np.int32)
 
 
+def _dummy(system, **cols):
+    """Representative flows (GPU 0 -> GPU 1) whose stage rows give the segment rows."""
+    n = np.shape(next(iter(cols.values())))[0]
+    base = dict(src_gpu=np.zeros(n, np.int32), dst_gpu=np.ones(n, np.int32), cu=np.zeros(n, np.int32),
+                read_stack=np.zeros(n, np.int32), port=np.zeros(n, np.int32),
+                dst_stack=np.zeros(n, np.int32), flits=np.ones(n))
+    base.update(cols)
+    return make_traffic(system, **base)
+
+
+def _segments_of_traffic(system: System, t: Traffic):
+    """Segment rows (A read, B to-port, C egress, D ingress, E delivery) and each flow's rows.
+
+    Rows come from :func:`nuna_jax.path.flow_stages` of representative flows,
+    cut at the leg boundaries of docs/model.md, so they are the path's own
+    numbers; a flow's stage list is A + B + C + D + E (B empty when its CU
+    sits on its port's router).
+    """
+    h = mesh.max_hops(system)
+    lay = path.resource_layout(system)
+    ns, npt = system.n_hbm_stacks, system.n_io_ports
+    cu, rs = np.asarray(t.cu, np.int64), np.asarray(t.read_stack, np.int64)
+    pt, ds = np.asarray(t.port, np.int64), np.asarray(t.dst_stack, np.int64)
+    blocks = []
+
+    def block(keys, make, c0, c1, dst_side, mark_col=None):
+        u, inv = np.unique(keys, return_inverse=True)
+        st = path.flow_stages(system, make(u))
+        res = np.asarray(st.resource)[:, c0:c1].astype(np.int64)
+        if dst_side:
+            res = np.where(res >= 0, res - lay.per_gpu, -1)
+        out = _compress(res, np.asarray(st.service_ns)[:, c0:c1], np.asarray(st.latency_ns)[:, c0:c1],
+                        None if mark_col is None else mark_col - c0)
+        blocks.append(out)
+        return inv.reshape(-1)
+
+    inv_a = block(cu * ns + rs, lambda u: _dummy(system, cu=u // ns, read_stack=u % ns), 0, h + 3, False, h + 2)
+    inv_b = block(cu * npt + pt, lambda u: _dummy(system, cu=u // npt, port=u % npt), h + 3, 2 * h + 3, False)
+    inv_c = block(pt, lambda u: _dummy(system, port=u), 2 * h + 3, 2 * h + 4, False)
+    inv_d = block(pt, lambda u: _dummy(system, port=u), 2 * h + 4, 2 * h + 5, True)
+    inv_e = block(pt * ns + ds, lambda u: _dummy(system, port=u // ns, dst_stack=u % ns), 2 * h + 5, 3 * h + 6,
+                  True)
+    src = np.asarray(t.src_gpu, np.int64) * lay.per_gpu
+    dst = np.asarray(t.dst_gpu, np.int64) * lay.per_gpu
+    return blocks, [inv_a, inv_b, inv_c, inv_d, inv_e], [src, src, src, dst, dst]
+
+
 def compile_program(system: System, traffic: Traffic, background=None) -> Program:
     """Build the integer-ps flit program of ``traffic`` (+ optional background).
 
@@ -172,11 +256,9 @@ def compile_program(system: System, traffic: Traffic, background=None) -> Progra
         raise ValueError("Traffic.flits must be whole numbers to simulate (soft traffic is for the "
                          "analytical model only)")
     lay = path.resource_layout(system)
-    st = path.flow_stages(system, t)
-    h = mesh.max_hops(system)
-    store_col = h + 2                                  # "store_issue" (path.stage_names)
-    parts = [_compress(np.asarray(st.resource), np.asarray(st.service_ns), np.asarray(st.latency_ns),
-                       store_col)]
+    blocks, invs, offs = [], [], []
+    if t.n_flows:
+        blocks, invs, offs = _segments_of_traffic(system, t)
     flits = np.asarray(t.flits).astype(np.int64)
     issuer = np.asarray(t.src_gpu, np.int64) * system.n_cus + np.asarray(t.cu, np.int64)
     ph_vals = np.unique(np.asarray(t.phase)[flits > 0])
@@ -184,29 +266,58 @@ def compile_program(system: System, traffic: Traffic, background=None) -> Progra
     tb = np.asarray(t.tb, np.int64)
     step = np.asarray(t.step, np.int64)
     n_traffic = t.n_flows
+    bg_inv = bg_off = None
     if background is not None and background.n_flows:
-        from .background import background_stages
-        bres, bsvc, blat = background_stages(system, background)
-        parts.append(_compress(bres, bsvc, blat, None))
+        from .background import Background, background_stages
         bflits = np.asarray(background.flits, np.int64)
         biss = np.asarray(background.gpu, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)
-        coll_iss = set(np.unique(issuer[flits > 0]).tolist())
-        clash = sorted(set(np.unique(biss[bflits > 0]).tolist()) & coll_iss)
+        clash = sorted(set(np.unique(biss[bflits > 0]).tolist()) & set(np.unique(issuer[flits > 0]).tolist()))
         if clash:
             raise ValueError(f"background flows share CU(s) with the traffic (global CU ids {clash[:5]}...); "
                              "put background threadblocks on CUs the collective does not use")
+        key = (np.asarray(background.kind, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)) \
+            * system.n_hbm_stacks + np.asarray(background.stack, np.int64)
+        u, bg_inv = np.unique(key, return_inverse=True)
+        z = np.zeros(u.shape[0], np.int64)
+        rep = Background(gpu=z, cu=(u // system.n_hbm_stacks) % system.n_cus, stack=u % system.n_hbm_stacks,
+                         kind=u // (system.n_hbm_stacks * system.n_cus), flits=z + 1, tb=z, step=z)
+        bres, bsvc, blat = (np.asarray(a) for a in background_stages(system, rep))
+        blocks.append(_compress(bres, bsvc, blat, None))
+        bg_inv = bg_inv.reshape(-1)
+        bg_off = np.asarray(background.gpu, np.int64) * lay.per_gpu
         flits = np.concatenate([flits, bflits])
         issuer = np.concatenate([issuer, biss])
         phase = np.concatenate([phase, np.full(bflits.shape, -1, np.int64)])
         tb = np.concatenate([tb, np.asarray(background.tb, np.int64)])
         step = np.concatenate([step, np.asarray(background.step, np.int64)])
-    k = max(p[0].shape[1] for p in parts)
-    st_res = np.concatenate([_pad(p[0], k, -1) for p in parts])
-    st_svc = np.concatenate([_pad(p[1], k, 0) for p in parts])
-    st_lat = np.concatenate([_pad(p[2], k, 0) for p in parts])
-    nst = np.concatenate([p[3] for p in parts])
-    mark_stage = np.concatenate([p[4] for p in parts])
-    mark_off = np.concatenate([p[5] for p in parts])
+
+    # one segment table
+    w = max([b[0].shape[1] for b in blocks] + [1])
+    padw = lambda a, fill: np.pad(a, ((0, 0), (0, w - a.shape[1])), constant_values=fill)  # noqa: E731
+    starts = np.cumsum([0] + [b[0].shape[0] for b in blocks])
+    seg_res = np.concatenate([padw(b[0], -1) for b in blocks] or [np.full((0, w), -1)]).astype(np.int32)
+    seg_svc = np.concatenate([padw(b[1], 0) for b in blocks] or [np.zeros((0, w))]).astype(np.int64)
+    seg_lat = np.concatenate([padw(b[2], 0) for b in blocks] or [np.zeros((0, w))]).astype(np.int64)
+    seg_len = np.concatenate([b[3] for b in blocks] or [np.zeros(0)]).astype(np.int32)
+    seg_mark = np.concatenate([b[4] for b in blocks] or [np.zeros(0)]).astype(np.int32)
+    seg_mark_off = np.concatenate([b[5] for b in blocks] or [np.zeros(0)]).astype(np.int64)
+
+    n_all = flits.shape[0]
+    flow_seg = np.full((n_all, MAX_SEG), -1, np.int64)
+    flow_off = np.zeros((n_all, MAX_SEG), np.int64)
+    if n_traffic:
+        for q in range(5):
+            flow_seg[:n_traffic, q] = starts[q] + invs[q]
+            flow_off[:n_traffic, q] = offs[q]
+    if bg_inv is not None:
+        flow_seg[n_traffic:, 0] = starts[len(blocks) - 1] + bg_inv
+        flow_off[n_traffic:, 0] = bg_off
+    valid = flow_seg >= 0
+    valid[valid] = seg_len[flow_seg[valid]] > 0                      # an empty leg is skipped
+    order = np.argsort(~valid, axis=1, kind="stable")
+    flow_seg = np.where(np.take_along_axis(valid, order, 1), np.take_along_axis(flow_seg, order, 1), -1)
+    flow_off = np.where(flow_seg >= 0, np.take_along_axis(flow_off, order, 1), 0)
+    flow_nseg = valid.sum(axis=1).astype(np.int32)
 
     flit_flow = issue_order(issuer, phase, tb, step, flits)
     flit_issuer_g = issuer[flit_flow]
@@ -219,6 +330,9 @@ def compile_program(system: System, traffic: Traffic, background=None) -> Progra
     iss_res = (gpu * lay.per_gpu + lay.offset_cu + cu).astype(np.int32)
     flit_phase = phase[flit_flow].astype(np.int32)
     phase_total = np.bincount(flit_phase[flit_phase >= 0], minlength=ph_vals.shape[0]).astype(np.int64)
-    return Program(st_res, st_svc, st_lat, nst, mark_stage, mark_off,
+    if seg_len.size and int(seg_len.max()) >= 1 << 16:
+        raise ValueError("a path segment longer than 65535 stages")
+    return Program(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off,
+                   flow_seg.astype(np.int32), flow_off.astype(np.int32), flow_nseg,
                    flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
                    phase_total, int(system.max_outstanding_per_cu), int(lay.n_resources), n_traffic)
