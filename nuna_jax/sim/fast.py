@@ -14,6 +14,8 @@ from .result import SimResult, SimulationError
 __all__ = ["run_fast", "time_bound_ps"]
 
 _I64_MAX = np.iinfo(np.int64).max
+CAL_BUCKET_PS = 1000      # calendar queue: 1 ns buckets ...
+CAL_BUCKETS = 8192        # ... over an 8.192 us ring (later events wait in an overflow heap)
 
 
 def id_bits(prog: Program) -> int:
@@ -80,6 +82,12 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
     scal[K.S_HEAP] = n_iss
     cursor = np.zeros(n, np.int32)
+    ovf = np.zeros(n + n_iss + 1, np.int64)
+    head = np.full(CAL_BUCKETS, -1, np.int64)
+    link = np.full(n + n_iss, -1, np.int64)
+    ekey = np.zeros(n + n_iss, np.int64)
+    scal[K.S_DW] = CAL_BUCKET_PS
+    scal[K.S_NB] = CAL_BUCKETS
     free = np.zeros(prog.n_resources, np.int64)
     busy = np.zeros(prog.n_resources, np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
@@ -98,7 +106,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
                                prog.seg_mark_off, prog.flow_seg, prog.flow_off, prog.flow_nseg,
                                prog.flit_flow, prog.flit_phase, prog.flit_issuer,
                                prog.iss_start, prog.iss_end, prog.iss_res, prog.phase_total,
-                               np.int64(prog.window), heap, scal, cursor, free, busy, ptr, out, wait,
+                               np.int64(prog.window), heap, ovf, head, link, ekey, scal, cursor, free, busy, ptr, out, wait,
                                pdone, popen, issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
         bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]))
         if finished:

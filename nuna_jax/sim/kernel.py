@@ -1,6 +1,8 @@
 """The fast engine: a compiled discrete-event loop over a :class:`Program`.
 
-One binary heap of int64 keys ``time_ps * 2**b + id`` (``2**b >= N + I``): ids
+A calendar queue (1 ns buckets over a ring, a small binary heap for the
+current bucket, an overflow heap beyond the ring) of int64 keys
+``time_ps * 2**b + id`` (``2**b >= N + I``): ids
 ``< N`` are flits (their next arrival, or their delivery), ids ``>= N`` are
 issuers (a CU ready to issue).  Popping keys in increasing order processes
 events by (time, id): a resource sees its arrivals in (arrival time, global
@@ -30,12 +32,14 @@ except Exception:  # pragma: no cover - exercised only without numba
     def _jit(f):
         return f
 
-__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "STATE_LEN"]
+__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB",
+           "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
 S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
 S_NTF, S_TDEL, S_TSTOP = 8, 9, 10      # traffic flow rows, traffic flits delivered, stop target
-STATE_LEN = 11
+S_LO, S_OVN, S_RINGN, S_DW, S_NB = 11, 12, 13, 14, 15   # calendar queue: see _cal_insert
+STATE_LEN = 16
 
 
 @_jit
@@ -74,10 +78,57 @@ def _pop(heap, n):
 
 
 @_jit
+def _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn):
+    """Calendar queue insert.  Events with time in ``[lo, lo + dw)`` go to the
+    binary heap of the current bucket, those within the horizon ``lo + nb*dw``
+    to bucket ``(t // dw) % nb`` (a linked list through ``link``; every id has at
+    most one pending event), the rest to the overflow heap.  Returns
+    ``(hn, on, ringn)``."""
+    t = key >> b
+    if t < lo + dw:
+        hn = _push(heap, hn, key)
+    elif t < lo + nb * dw:
+        ident = key & mask
+        q = (t // dw) % nb
+        ekey[ident] = key
+        link[ident] = head[q]
+        head[q] = ident
+        ringn += 1
+    else:
+        on = _push(ovf, on, key)
+    return hn, on, ringn
+
+
+@_jit
+def _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn):
+    """Advance the current bucket until the heap holds events (or nothing is left).
+
+    Returns ``(lo, hn, on, ringn)``; ``hn == 0`` only if the queue is empty."""
+    while hn == 0:
+        if ringn == 0:
+            if on == 0:
+                break
+            lo = ((ovf[0] >> b) // dw) * dw               # jump to the next overflow event
+        else:
+            lo += dw
+            q = (lo // dw) % nb
+            ident = head[q]
+            while ident >= 0:                             # the bucket becomes current
+                hn = _push(heap, hn, ekey[ident])
+                ringn -= 1
+                ident = link[ident]
+            head[q] = -1
+        while on > 0 and (ovf[0] >> b) < lo + nb * dw:   # the horizon moved: pull overflow in
+            key, on = _pop(ovf, on)
+            hn, on, ringn = _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+    return lo, hn, on, ringn
+
+
+@_jit
 def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_seg, flow_off, flow_nseg,
               flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
               phase_total, window,
-              heap, scal, cursor, free, busy, ptr, out, wait, pdone, popen,
+              heap, ovf, head, link, ekey, scal, cursor, free, busy, ptr, out, wait, pdone, popen,
               issue_ps, deliver_ps, store_ps, budget):
     """Process up to ``budget`` events.  Returns 1 when finished (or stopped), else 0.
 
@@ -100,10 +151,19 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
     ntf = scal[S_NTF]
     tdel = scal[S_TDEL]
     tstop = scal[S_TSTOP]
+    lo = scal[S_LO]
+    on = scal[S_OVN]
+    ringn = scal[S_RINGN]
+    dw = scal[S_DW]
+    nb = scal[S_NB]
     stopped = 0
     err = 0
     done = 0
-    while done < budget and hn > 0:
+    while done < budget:
+        if hn == 0:
+            lo, hn, on, ringn = _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+            if hn == 0:
+                break
         key, hn = _pop(heap, hn)
         t = key >> b
         ident = key & mask
@@ -141,8 +201,8 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
             if nxt > maxt:
                 err = 1
                 break
-            hn = _push(heap, hn, (nxt << b) + f)
-            hn = _push(heap, hn, ((t + svc) << b) + ident)
+            hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+            hn, on, ringn = _cal_insert(((t + svc) << b) + ident, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
             continue
         f = ident
         fl = flit_flow[f]
@@ -155,7 +215,7 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
             out[i] -= 1
             if wait[i] == 2:
                 wait[i] = 0
-                hn = _push(heap, hn, (t << b) + n_fl + i)
+                hn, on, ringn = _cal_insert((t << b) + n_fl + i, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
             ph = flit_phase[f]
             if ph >= 0:
                 pdone[ph] += 1
@@ -164,7 +224,7 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
                     for j in range(n_iss):
                         if wait[j] == 1:
                             wait[j] = 0
-                            hn = _push(heap, hn, (t << b) + n_fl + j)
+                            hn, on, ringn = _cal_insert((t << b) + n_fl + j, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
             if fl < ntf:
                 tdel += 1
                 if tdel == tstop:                          # optional early stop (background left)
@@ -193,8 +253,11 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
             cursor[f] = (q + 1) << 16
         else:
             cursor[f] = cur + 1
-        hn = _push(heap, hn, (nxt << b) + f)
+        hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
     scal[S_HEAP] = hn
+    scal[S_LO] = lo
+    scal[S_OVN] = on
+    scal[S_RINGN] = ringn
     scal[S_HOPS] = hops
     scal[S_INJ] = inj
     scal[S_DEL] = dlv
@@ -205,4 +268,4 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
     if err:
         scal[S_ERR] = 1
         return 1
-    return 1 if hn == 0 else 0
+    return 1 if (hn == 0 and on == 0 and ringn == 0) else 0
