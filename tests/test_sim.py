@@ -234,3 +234,12 @@ def test_segment_factoring_equals_the_path_table():
     k = want[0].shape[1]
     assert np.array_equal(res[:, :k], want[0]) and np.array_equal(svc[:, :k], want[1])
     assert np.array_equal(lat[:, :k], want[2])
+
+
+def test_batch_equals_one_by_one():
+    s = _tiny()
+    ts = [_flow(s, [n], port=[n % 2]) for n in (1, 3, 5)]
+    batch = sim.simulate_batch(s, ts, threads=2)
+    for t, r in zip(ts, batch):
+        one = sim.simulate(s, t)
+        assert np.array_equal(one.deliver_ps, r.deliver_ps) and one.completion_ps == r.completion_ps

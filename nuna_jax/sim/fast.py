@@ -14,8 +14,8 @@ from .result import SimResult, SimulationError
 __all__ = ["run_fast", "time_bound_ps"]
 
 _I64_MAX = np.iinfo(np.int64).max
-CAL_BUCKET_PS = 1000      # calendar queue: 1 ns buckets ...
-CAL_BUCKETS = 8192        # ... over an 8.192 us ring (later events wait in an overflow heap)
+CAL_BUCKET_PS = 250       # calendar queue: 250 ps buckets ...
+CAL_BUCKETS = 32768       # ... over an 8.192 us ring (later events wait in an overflow heap)
 
 
 def id_bits(prog: Program) -> int:

@@ -1,6 +1,6 @@
 """The fast engine: a compiled discrete-event loop over a :class:`Program`.
 
-A calendar queue (1 ns buckets over a ring, a small binary heap for the
+A calendar queue (250 ps buckets over a ring, a small binary heap for the
 current bucket, an overflow heap beyond the ring) of int64 keys
 ``time_ps * 2**b + id`` (``2**b >= N + I``): ids
 ``< N`` are flits (their next arrival, or their delivery), ids ``>= N`` are

@@ -206,41 +206,67 @@ def _dummy(system, **cols):
     return make_traffic(system, **base)
 
 
+_flow_stages_jit = None
+
+
+def _stage_rows(system: System, cols: dict):
+    """``path.flow_stages`` of representative flows, jitted and padded to a power-of-two
+    row count so that repeated compiles reuse a handful of shapes."""
+    global _flow_stages_jit
+    if _flow_stages_jit is None:
+        import jax
+        _flow_stages_jit = jax.jit(path.flow_stages)
+    n = np.shape(next(iter(cols.values())))[0]
+    m = 1 << max(4, int(n - 1).bit_length())
+    padded = {k: np.concatenate([np.asarray(v), np.zeros(m - n, np.asarray(v).dtype)]) for k, v in cols.items()}
+    st = _flow_stages_jit(system, _dummy(system, **padded))
+    return tuple(np.asarray(a)[:n] for a in st)
+
+
 def _segments_of_traffic(system: System, t: Traffic):
     """Segment rows (A read, B to-port, C egress, D ingress, E delivery) and each flow's rows.
 
-    Rows come from :func:`nuna_jax.path.flow_stages` of representative flows,
-    cut at the leg boundaries of docs/model.md, so they are the path's own
-    numbers; a flow's stage list is A + B + C + D + E (B empty when its CU
-    sits on its port's router).
+    Rows come from :func:`nuna_jax.path.flow_stages` of representative flows
+    (GPU 0 -> GPU 1, one per distinct key), cut at the leg boundaries of
+    docs/model.md, so they are the path's own numbers; a flow's stage list is
+    A + B + C + D + E (B empty when its CU sits on its port's router).
     """
     h = mesh.max_hops(system)
     lay = path.resource_layout(system)
     ns, npt = system.n_hbm_stacks, system.n_io_ports
     cu, rs = np.asarray(t.cu, np.int64), np.asarray(t.read_stack, np.int64)
     pt, ds = np.asarray(t.port, np.int64), np.asarray(t.dst_stack, np.int64)
+    ua, inv_a = np.unique(cu * ns + rs, return_inverse=True)
+    ub, inv_b = np.unique(cu * npt + pt, return_inverse=True)
+    uc, inv_c = np.unique(pt, return_inverse=True)
+    ue, inv_e = np.unique(pt * ns + ds, return_inverse=True)
+    # one table of representative flows: the A keys, then B, then C (= D), then E
+    z = lambda u: np.zeros(u.shape[0], np.int64)  # noqa: E731
+    cols = {"cu": np.concatenate([ua // ns, ub // npt, z(uc), z(ue)]),
+            "read_stack": np.concatenate([ua % ns, z(ub), z(uc), z(ue)]),
+            "port": np.concatenate([z(ua), ub % npt, uc, ue // ns]),
+            "dst_stack": np.concatenate([z(ua), z(ub), z(uc), ue % ns])}
+    res_all, svc_all, lat_all = _stage_rows(system, cols)
+    r0 = np.cumsum([0, ua.shape[0], ub.shape[0], uc.shape[0], ue.shape[0]])
     blocks = []
 
-    def block(keys, make, c0, c1, dst_side, mark_col=None):
-        u, inv = np.unique(keys, return_inverse=True)
-        st = path.flow_stages(system, make(u))
-        res = np.asarray(st.resource)[:, c0:c1].astype(np.int64)
+    def block(k, c0, c1, dst_side, mark_col=None):
+        rows = slice(r0[k], r0[k + 1])
+        res = res_all[rows, c0:c1].astype(np.int64)
         if dst_side:
             res = np.where(res >= 0, res - lay.per_gpu, -1)
-        out = _compress(res, np.asarray(st.service_ns)[:, c0:c1], np.asarray(st.latency_ns)[:, c0:c1],
-                        None if mark_col is None else mark_col - c0)
-        blocks.append(out)
-        return inv.reshape(-1)
+        blocks.append(_compress(res, svc_all[rows, c0:c1], lat_all[rows, c0:c1],
+                                None if mark_col is None else mark_col - c0))
 
-    inv_a = block(cu * ns + rs, lambda u: _dummy(system, cu=u // ns, read_stack=u % ns), 0, h + 3, False, h + 2)
-    inv_b = block(cu * npt + pt, lambda u: _dummy(system, cu=u // npt, port=u % npt), h + 3, 2 * h + 3, False)
-    inv_c = block(pt, lambda u: _dummy(system, port=u), 2 * h + 3, 2 * h + 4, False)
-    inv_d = block(pt, lambda u: _dummy(system, port=u), 2 * h + 4, 2 * h + 5, True)
-    inv_e = block(pt * ns + ds, lambda u: _dummy(system, port=u // ns, dst_stack=u % ns), 2 * h + 5, 3 * h + 6,
-                  True)
+    block(0, 0, h + 3, False, h + 2)              # A: issue, HBM read, response links, store issue
+    block(1, h + 3, 2 * h + 3, False)             # B: store links CU -> egress port router
+    block(2, 2 * h + 3, 2 * h + 4, False)         # C: egress port (src GPU)
+    block(2, 2 * h + 4, 2 * h + 5, True)          # D: ingress port (dst GPU)
+    block(3, 2 * h + 5, 3 * h + 6, True)          # E: delivery links + HBM write (dst GPU)
+    invs = [inv_a.reshape(-1), inv_b.reshape(-1), inv_c.reshape(-1), inv_c.reshape(-1), inv_e.reshape(-1)]
     src = np.asarray(t.src_gpu, np.int64) * lay.per_gpu
     dst = np.asarray(t.dst_gpu, np.int64) * lay.per_gpu
-    return blocks, [inv_a, inv_b, inv_c, inv_d, inv_e], [src, src, src, dst, dst]
+    return blocks, invs, [src, src, src, dst, dst]
 
 
 def compile_program(system: System, traffic: Traffic, background=None) -> Program:
