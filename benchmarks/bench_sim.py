@@ -66,6 +66,45 @@ def one(name, n_gpus, size, policy, engine="fast"):
     return row
 
 
+def jax_heap_event_us(n_heap=32768, steps=20000):
+    """Cost of the core of a JAX event loop: one heap pop + push per lax iteration, us/event.
+
+    Why there is no JAX engine (docs/simulator.md): this alone, jitted, is
+    compared with the compiled loop's whole cost per event.
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    def sift(heap, key):
+        def cond(c):
+            return 2 * c[0] + 1 < n_heap
+
+        def body(c):
+            i, h = c
+            l = 2 * i + 1
+            r = l + 1
+            c_ = jnp.where((r < n_heap) & (h[jnp.minimum(r, n_heap - 1)] < h[l]), r, l)
+            swap = h[c_] < h[i]
+            hi, hc = h[i], h[c_]
+            h = h.at[i].set(jnp.where(swap, hc, hi)).at[c_].set(jnp.where(swap, hi, hc))
+            return jnp.where(swap, c_, n_heap), h
+        return jax.lax.while_loop(cond, body, (jnp.int32(0), heap.at[0].set(key)))[1]
+
+    @jax.jit
+    def run(heap, k):
+        def body(j, c):
+            h, acc = c
+            top = h[0]
+            return sift(h, top + 8333 + (j * 7919) % 1000), acc + top
+        return jax.lax.fori_loop(0, k, body, (heap, jnp.int32(0)))
+
+    h = jnp.asarray(np.sort(np.random.default_rng(0).integers(0, 10**6, n_heap)).astype(np.int32))
+    run(h, 10)[1].block_until_ready()
+    t = time.perf_counter()
+    run(h, steps)[1].block_until_ready()
+    return (time.perf_counter() - t) / steps * 1e6
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
@@ -107,6 +146,9 @@ def main():
                  "total_s": wall, "flit_hops": hops, "flit_hops_per_s": hops / wall,
                  "completion_ns": {pol: r.completion_ns for pol, r in zip(POLICIES, res)}})
     print(f"batch of {len(ts)} placements (8 GPUs, 1 MB): {wall:.2f} s, {hops / wall:.3g} flit-hops/s overall")
+    info["jax_heap_pop_push_us_per_event"] = jax_heap_event_us()
+    print(f"JAX lax.while_loop heap pop+push alone: {info['jax_heap_pop_push_us_per_event']:.1f} us/event "
+          f"(jax default device {jax.devices()[0].platform})")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     kind = "gpu" if any(d.startswith(("gpu", "cuda")) for d in devs) else "cpu"
