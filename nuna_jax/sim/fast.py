@@ -56,6 +56,22 @@ class _Progress:
             sys.stderr.flush()
 
 
+def pack(prog: Program):
+    """The kernel's packed arrays: seg_tab [Q, W, 3], seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N]."""
+    seg_tab = np.stack([prog.seg_res.astype(np.int64), prog.seg_svc, prog.seg_lat], axis=2)
+    seg_info = np.stack([prog.seg_len.astype(np.int64), prog.seg_mark.astype(np.int64), prog.seg_mark_off], axis=1)
+    L, m = prog.flow_seg.shape
+    flow_tab = np.empty((L, 1 + 2 * m), np.int32)
+    flow_tab[:, 0] = prog.flow_nseg
+    flow_tab[:, 1::2] = prog.flow_seg
+    flow_tab[:, 2::2] = prog.flow_off
+    fstate = prog.flit_flow.astype(np.int64) << 32
+    if seg_tab.shape[0] == 0:
+        seg_tab = np.zeros((1, 1, 3), np.int64)
+        seg_info = np.zeros((1, 3), np.int64)
+    return np.ascontiguousarray(seg_tab), np.ascontiguousarray(seg_info), flow_tab, fstate
+
+
 def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000,
              stop_after_traffic=False) -> SimResult:
     """Run the compiled event loop to completion; raise :class:`SimulationError` if it cannot.
@@ -81,15 +97,13 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     # every issuer tries to issue at t = 0, in issuer order (a sorted array is a valid heap)
     heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
     scal[K.S_HEAP] = n_iss
-    cursor = np.zeros(n, np.int32)
     ovf = np.zeros(n + n_iss + 1, np.int64)
     head = np.full(CAL_BUCKETS, -1, np.int64)
-    link = np.full(n + n_iss, -1, np.int64)
-    ekey = np.zeros(n + n_iss, np.int64)
+    qlink = np.full((n + n_iss, 2), -1, np.int64)
     scal[K.S_DW] = CAL_BUCKET_PS
     scal[K.S_NB] = CAL_BUCKETS
-    free = np.zeros(prog.n_resources, np.int64)
-    busy = np.zeros(prog.n_resources, np.int64)
+    seg_tab, seg_info, flow_tab, fstate = pack(prog)
+    res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
     out = np.zeros(n_iss, np.int64)
     wait = np.zeros(n_iss, np.int8)
@@ -102,12 +116,10 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     store_ps = np.full(n, -1, np.int64)
     bar = _Progress(n, progress)
     while True:
-        finished = K.run_chunk(prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len, prog.seg_mark,
-                               prog.seg_mark_off, prog.flow_seg, prog.flow_off, prog.flow_nseg,
-                               prog.flit_flow, prog.flit_phase, prog.flit_issuer,
-                               prog.iss_start, prog.iss_end, prog.iss_res, prog.phase_total,
-                               np.int64(prog.window), heap, ovf, head, link, ekey, scal, cursor, free, busy, ptr, out, wait,
-                               pdone, popen, issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
+        finished = K.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
+                               prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
+                               heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
+                               issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
         bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]))
         if finished:
             break
@@ -123,7 +135,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     else:
         check_complete(int(scal[K.S_INJ]), int(scal[K.S_DEL]), n, deliver_ps)
     return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps,
-                     prog.flit_flow, busy, int(scal[K.S_INJ]), int(scal[K.S_DEL]), int(scal[K.S_HOPS]),
+                     prog.flit_flow, res_state[:, 1].copy(), int(scal[K.S_INJ]), int(scal[K.S_DEL]), int(scal[K.S_HOPS]),
                      prog.n_traffic_flows, "fast-numba" if K.HAVE_NUMBA else "fast-python",
                      time.perf_counter() - t0, not early)
 

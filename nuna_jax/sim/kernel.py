@@ -78,20 +78,20 @@ def _pop(heap, n):
 
 
 @_jit
-def _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn):
+def _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn):
     """Calendar queue insert.  Events with time in ``[lo, lo + dw)`` go to the
     binary heap of the current bucket, those within the horizon ``lo + nb*dw``
-    to bucket ``(t // dw) % nb`` (a linked list through ``link``; every id has at
-    most one pending event), the rest to the overflow heap.  Returns
-    ``(hn, on, ringn)``."""
+    to bucket ``(t // dw) % nb`` (a linked list through ``qlink[id] = (key,
+    next id)``; every id has at most one pending event), the rest to the
+    overflow heap.  Returns ``(hn, on, ringn)``."""
     t = key >> b
     if t < lo + dw:
         hn = _push(heap, hn, key)
     elif t < lo + nb * dw:
         ident = key & mask
         q = (t // dw) % nb
-        ekey[ident] = key
-        link[ident] = head[q]
+        qlink[ident, 0] = key
+        qlink[ident, 1] = head[q]
         head[q] = ident
         ringn += 1
     else:
@@ -100,7 +100,7 @@ def _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, r
 
 
 @_jit
-def _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn):
+def _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn):
     """Advance the current bucket until the heap holds events (or nothing is left).
 
     Returns ``(lo, hn, on, ringn)``; ``hn == 0`` only if the queue is empty."""
@@ -114,34 +114,38 @@ def _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
             q = (lo // dw) % nb
             ident = head[q]
             while ident >= 0:                             # the bucket becomes current
-                hn = _push(heap, hn, ekey[ident])
+                hn = _push(heap, hn, qlink[ident, 0])
                 ringn -= 1
-                ident = link[ident]
+                ident = qlink[ident, 1]
             head[q] = -1
         while on > 0 and (ovf[0] >> b) < lo + nb * dw:   # the horizon moved: pull overflow in
             key, on = _pop(ovf, on)
-            hn, on, ringn = _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+            hn, on, ringn = _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
     return lo, hn, on, ringn
 
 
 @_jit
-def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_seg, flow_off, flow_nseg,
-              flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
-              phase_total, window,
-              heap, ovf, head, link, ekey, scal, cursor, free, busy, ptr, out, wait, pdone, popen,
+def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
+              iss_end, iss_res, phase_total, window,
+              heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
               issue_ps, deliver_ps, store_ps, budget):
     """Process up to ``budget`` events.  Returns 1 when finished (or stopped), else 0.
 
-    A flit's position is ``cursor = segment << 16 | stage-in-segment`` of the
-    stage it will reach next (``segment == flow_nseg``: its delivery).
+    Packed layouts (built by ``fast.run_fast``): ``seg_tab[row, k] = (local
+    resource, svc, lat)``; ``seg_info[row] = (len, mark stage, mark offset)``;
+    ``flow_tab[fl] = (n segments, row0, off0, row1, off1, ...)``;
+    ``fstate[f] = flow << 32 | segment << 16 | stage`` (the stage the flit
+    reaches next; ``segment == n segments``: its delivery);
+    ``res_state[r] = (free time, busy time)``.
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
     With ``scal[S_TSTOP] > 0`` the loop ends right after that many traffic
     flits (flow rows ``< scal[S_NTF]``) are delivered.
     """
-    n_fl = flit_flow.shape[0]
-    n_iss = iss_start.shape[0]
+    n_fl = fstate.shape[0]
+    n_iss = iss_end.shape[0]
     b = scal[S_BITS]
     mask = (np.int64(1) << b) - 1
+    low32 = (np.int64(1) << 32) - 1
     hn = scal[S_HEAP]
     maxt = scal[S_MAXT]
     hops = scal[S_HOPS]
@@ -161,7 +165,7 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
     done = 0
     while done < budget:
         if hn == 0:
-            lo, hn, on, ringn = _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+            lo, hn, on, ringn = _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
             if hn == 0:
                 break
         key, hn = _pop(heap, hn)
@@ -180,42 +184,46 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
             if out[i] >= window:
                 wait[i] = 2                                # window full
                 continue
-            fl = flit_flow[f]
-            row = flow_seg[fl, 0]
-            svc = seg_svc[row, 0]
+            fl = fstate[f] >> 32
+            row = flow_tab[fl, 1]
+            svc = seg_tab[row, 0, 1]
             r = iss_res[i]
-            free[r] = t + svc
-            busy[r] += svc
+            res_state[r, 0] = t + svc
+            res_state[r, 1] += svc
             issue_ps[f] = t
             out[i] += 1
             ptr[i] = f + 1
             inj += 1
             hops += 1
-            if seg_mark[row] == 0:
-                store_ps[f] = t + seg_mark_off[row]
-            if seg_len[row] > 1:
-                cursor[f] = 1
+            if seg_info[row, 1] == 0:
+                store_ps[f] = t + seg_info[row, 2]
+            if seg_info[row, 0] > 1:
+                fstate[f] = (fl << 32) | 1
             else:
-                cursor[f] = 1 << 16
-            nxt = t + svc + seg_lat[row, 0]
+                fstate[f] = (fl << 32) | (1 << 16)
+            nxt = t + svc + seg_tab[row, 0, 2]
             if nxt > maxt:
                 err = 1
                 break
-            hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
-            hn, on, ringn = _cal_insert(((t + svc) << b) + ident, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+            hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink,
+                                        ringn)
+            hn, on, ringn = _cal_insert(((t + svc) << b) + ident, b, mask, lo, dw, nb, heap, hn, ovf, on, head,
+                                        qlink, ringn)
             continue
         f = ident
-        fl = flit_flow[f]
-        cur = cursor[f]
+        st = fstate[f]
+        fl = st >> 32
+        cur = st & low32
         q = cur >> 16
-        if q >= flow_nseg[fl]:                             # delivery
+        if q >= flow_tab[fl, 0]:                           # delivery
             deliver_ps[f] = t
             dlv += 1
             i = flit_issuer[f]
             out[i] -= 1
             if wait[i] == 2:
                 wait[i] = 0
-                hn, on, ringn = _cal_insert((t << b) + n_fl + i, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+                hn, on, ringn = _cal_insert((t << b) + n_fl + i, b, mask, lo, dw, nb, heap, hn, ovf, on, head,
+                                            qlink, ringn)
             ph = flit_phase[f]
             if ph >= 0:
                 pdone[ph] += 1
@@ -224,7 +232,8 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
                     for j in range(n_iss):
                         if wait[j] == 1:
                             wait[j] = 0
-                            hn, on, ringn = _cal_insert((t << b) + n_fl + j, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+                            hn, on, ringn = _cal_insert((t << b) + n_fl + j, b, mask, lo, dw, nb, heap, hn, ovf,
+                                                        on, head, qlink, ringn)
             if fl < ntf:
                 tdel += 1
                 if tdel == tstop:                          # optional early stop (background left)
@@ -232,28 +241,27 @@ def run_chunk(seg_res, seg_svc, seg_lat, seg_len, seg_mark, seg_mark_off, flow_s
                     break
             continue
         k = cur & 0xFFFF
-        row = flow_seg[fl, q]
-        r = seg_res[row, k] + flow_off[fl, q]
+        row = flow_tab[fl, 1 + 2 * q]
+        r = seg_tab[row, k, 0] + flow_tab[fl, 2 + 2 * q]
+        svc = seg_tab[row, k, 1]
         start = t
-        fr = free[r]
+        fr = res_state[r, 0]
         if fr > start:
             start = fr
-        svc = seg_svc[row, k]
-        free[r] = start + svc
-        busy[r] += svc
+        res_state[r, 0] = start + svc
+        res_state[r, 1] += svc
         hops += 1
-        if seg_mark[row] == k:
-            store_ps[f] = start + seg_mark_off[row]
-        nxt = start + svc + seg_lat[row, k]
+        if seg_info[row, 1] == k:
+            store_ps[f] = start + seg_info[row, 2]
+        nxt = start + svc + seg_tab[row, k, 2]
         if nxt > maxt:
             err = 1
             break
-        k += 1
-        if k >= seg_len[row]:
-            cursor[f] = (q + 1) << 16
+        if k + 1 >= seg_info[row, 0]:
+            fstate[f] = (fl << 32) | ((q + 1) << 16)
         else:
-            cursor[f] = cur + 1
-        hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, link, ekey, ringn)
+            fstate[f] = st + 1
+        hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
     scal[S_HEAP] = hn
     scal[S_LO] = lo
     scal[S_OVN] = on
