@@ -244,6 +244,7 @@ def test_zero_flit_flows_are_ignored():
 
 def test_chunked_scan_equals_single_pass(monkeypatch):
     t = rand_traffic(21, n=700, phases=2)
+    monkeypatch.setattr(K, "ENGINE", "stages")
     ref = K.analyze(S, t, temperature_ns=3.0)
     monkeypatch.setattr(K, "CHUNK_FLOWS", 128)   # 700 flows -> 6 chunks, last one padded
     got = K.analyze(S, t, temperature_ns=3.0)
@@ -251,3 +252,30 @@ def test_chunked_scan_equals_single_pass(monkeypatch):
         assert float(getattr(got, name)) == pytest.approx(float(getattr(ref, name)), rel=1e-5)
     np.testing.assert_allclose(np.asarray(got.busy_ns), np.asarray(ref.busy_ns), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(np.asarray(got.flow_latency_ns), np.asarray(ref.flow_latency_ns), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["table2", "quad"])   # quad has die-crossing latency
+def test_fast_runs_engine_equals_stage_table_engine(name, monkeypatch):
+    from nuna_jax import preset as _preset
+    s = _preset(name)
+    rng = np.random.default_rng(4)
+    n = 400
+    src = rng.integers(0, 8, n)
+    t = make_traffic(s, src_gpu=src, cu=rng.integers(0, s.n_cus, n), read_stack=rng.integers(0, s.n_hbm_stacks, n),
+                     port=rng.integers(0, s.n_io_ports, n), dst_gpu=(src + rng.integers(1, 8, n)) % 8,
+                     dst_stack=rng.integers(0, s.n_hbm_stacks, n), flits=rng.integers(0, 9, n).astype(float),
+                     phase=rng.integers(0, 3, n))
+    out = {}
+    for eng in ("stages", "runs"):
+        monkeypatch.setattr(K, "ENGINE", eng)
+        out[eng] = (K.analyze(s, t, temperature_ns=5.0), K._tables(s, t, 3))
+    (ca, ta), (cb, tb) = out["stages"], out["runs"]
+    for name_ in ("lower_bound_ns", "estimate_ns", "smooth_estimate_ns"):
+        assert float(getattr(cb, name_)) == pytest.approx(float(getattr(ca, name_)), rel=1e-5)
+    np.testing.assert_allclose(np.asarray(cb.flow_latency_ns), np.asarray(ca.flow_latency_ns), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tb.busy), np.asarray(ta.busy), rtol=1e-5, atol=1e-3)
+    for f in ("a", "m", "lr"):
+        x, y = np.asarray(getattr(ta, f)), np.asarray(getattr(tb, f))
+        assert np.array_equal(np.abs(x) > 1e29, np.abs(y) > 1e29), f
+        ok = np.abs(x) < 1e29
+        np.testing.assert_allclose(y[ok], x[ok], rtol=1e-5, atol=1e-2)

@@ -44,7 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..path import flow_stages, resource_layout
-from ..system import System
+from ..system import System, cu_router, port_router, stack_router
+from . import mesh
 from ..traffic import Traffic
 
 __all__ = [
@@ -92,6 +93,7 @@ def resource_service_ns(s: System):
     return per_kind[jnp.asarray(resource_kind_index(s))]
 
 
+ENGINE = "runs"  # "runs" (fast, interval updates) or "stages" (the [F, S] stage table, reference)
 CHUNK_FLOWS = 32768  # flows per chunk of the [F, S] stage table (bounds memory for huge tables)
 
 
@@ -111,7 +113,7 @@ class _Tables(NamedTuple):
     n_phases: int
     n_res: int
     n_cu: int
-    chunk: int
+    chunk: int        # stage engine: flows per chunk; 0 = runs engine
 
 
 def _stage_view(s: System, t: Traffic, P: int):
@@ -160,7 +162,12 @@ def _chunked(t: Traffic, chunk: int):
     return jax.tree_util.tree_map(lambda v: jnp.reshape(v, (nc, chunk)), tp), F
 
 
-def _tables(s: System, t: Traffic, n_phases: int, chunk: int | None = None) -> _Tables:
+def _tables(s: System, t: Traffic, n_phases: int, chunk: int | None = None, engine: str | None = None) -> _Tables:
+    engine = ENGINE if engine is None else engine
+    if engine == "runs":
+        return _tables_runs(s, t, n_phases)
+    if engine != "stages":
+        raise ValueError(f"engine must be 'runs' or 'stages', got {engine!r}")
     chunk = int(CHUNK_FLOWS if chunk is None else chunk)
     lay = resource_layout(s)
     R, P = lay.n_resources, n_phases
@@ -192,6 +199,347 @@ def _tables(s: System, t: Traffic, n_phases: int, chunk: int | None = None) -> _
     shp = lambda v: v[:-1].reshape(P, R)  # noqa: E731
     return _Tables(L, flits, phase, wseg, shp(busy), shp(a), shp(m), shp(lr), resource_service_ns(s),
                    wbusy, wflits, wlat, P, R, NC, chunk)
+
+
+# ---------------------------------------------------------------------------
+# the fast engine: per-flow closed-form stage times + XY runs as intervals
+# ---------------------------------------------------------------------------
+# The stage table has 3 * max_hops + 6 columns, most of them mesh links.  A mesh
+# leg under XY routing is two straight runs (X along the source row, then Y along
+# the destination column), so "every link of the run" is an interval of link
+# positions on one line of the mesh.  Per-link sums become difference arrays
+# (+v at the start, -v past the end, then a cumulative sum), per-link max / min
+# become two updates of a sparse table (blocks of length 2^k covering the run)
+# pushed down level by level.  Arrival times along a run are affine in the
+# position (plus die crossings, a fixed function of the position), so the least
+# arrival / least remaining time are also range-min updates of one number per
+# flow.  Results equal the stage-table engine exactly (tests compare them).
+
+def _level_count(n: int) -> int:
+    return max(1, int(np.floor(np.log2(max(n, 1)))) + 1)
+
+
+def _flow_times(s: System, t: Traffic):
+    """Per-flow zero-load stage times (docs/model.md table), ns, and endpoint coordinates: [F] arrays.
+
+    Coordinates come from small constant tables (router positions of every CU,
+    stack and port), not from integer division, so that XLA can recompute them
+    cheaply wherever it fuses them (on CPU it re-fuses per-flow values into every
+    consumer)."""
+    C = s.mesh_cols
+    def xy_die(routers):
+        r = np.asarray(routers)
+        x, y = r % C, r // C
+        return (jnp.asarray(x, jnp.int32), jnp.asarray(y, jnp.int32),
+                jnp.asarray(x // s.cols_per_die, jnp.int32))
+    cux, cuy, cud = xy_die(cu_router(s))
+    stx, sty, std = xy_die(stack_router(s))
+    ptx, pty, ptd = xy_die(port_router(s))
+    cu, rs = jnp.asarray(t.cu, jnp.int32), jnp.asarray(t.read_stack, jnp.int32)
+    pt, ds = jnp.asarray(t.port, jnp.int32), jnp.asarray(t.dst_stack, jnp.int32)
+    E = dict(cu=(cux[cu], cuy[cu], cud[cu]), rs=(stx[rs], sty[rs], std[rs]),
+             pt=(ptx[pt], pty[pt], ptd[pt]), ds=(stx[ds], sty[ds], std[ds]))
+    ph = s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns
+    d = s.die_crossing_ns
+
+    def hops(a, b):
+        return jnp.abs(E[a][0] - E[b][0]) + jnp.abs(E[a][1] - E[b][1])
+
+    def cross(a, b):
+        return jnp.abs(E[a][2] - E[b][2])
+
+    def leg(a, b):  # = path.leg_latency_ns
+        return hops(a, b) * ph + cross(a, b) * d
+
+    cyc = 1.0 / s.noc_clock_ghz
+    hbm_svc = s.flit_bytes / s.hbm_bw_bytes_per_ns
+    port_svc = s.flit_bytes / s.port_bw_bytes_per_ns
+    p_read = cyc + s.cu_to_noc_ns + hops("cu", "rs") * s.hop_ns + cross("cu", "rs") * d  # = mesh.latency_ns
+    p_a = p_read + hbm_svc + s.hbm_latency_ns
+    p_b = p_a + leg("rs", "cu") + s.cu_to_noc_ns
+    p_e = p_b + leg("cu", "pt")
+    p_i = p_e + port_svc + s.switch_latency_ns
+    p_c = p_i + port_svc
+    p_w = p_c + leg("pt", "ds")
+    L = p_w + hbm_svc + s.hbm_latency_ns
+    return dict(E=E, p_read=p_read, p_a=p_a, p_b=p_b, p_e=p_e, p_i=p_i, p_c=p_c, p_w=p_w, L=L,
+                cyc=cyc, hbm_svc=hbm_svc, port_svc=port_svc)
+
+
+class _Runs(NamedTuple):
+    """The 6 straight runs of every flow (3 legs x {X, Y}), flattened to [6F]."""
+
+    dirn: Any    # 0 E, 1 W, 2 S, 3 N
+    line: Any    # flat line id within its direction grid: (phase * G + gpu) * n_lines + row/col
+    lo: Any      # first link position (inclusive)
+    hi: Any      # last link position + 1 (exclusive); lo == hi: empty run
+    K: Any       # arrival(j) = K + g_dir(j)
+    L: Any       # the flow's zero-load latency
+    flits: Any
+
+
+def _runs(s: System, t: Traffic, ft: dict, P: int) -> _Runs:
+    C, Rw = s.mesh_cols, s.mesh_rows
+    G = s.n_gpus
+    ph = s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns
+    d = s.die_crossing_ns
+    phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
+    g_src = jnp.asarray(t.src_gpu, jnp.int32)
+    g_dst = jnp.asarray(t.dst_gpu, jnp.int32)
+    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
+    parts = []
+    E = ft["E"]
+    for a, b, t0, gpu in (("rs", "cu", ft["p_a"], g_src), ("cu", "pt", ft["p_b"], g_src),
+                          ("pt", "ds", ft["p_c"], g_dst)):
+        (sx, sy, sdie), (dx, dy, ddie) = E[a], E[b]
+        east = dx > sx
+        # X run along row sy
+        lo_x = jnp.where(east, sx, dx + 1)
+        hi_x = jnp.where(east, dx, sx + 1)
+        hi_x = jnp.where(dx == sx, lo_x, hi_x)
+        k_x = jnp.where(east, t0 - sx * ph - d * sdie, t0 + sx * ph + d * sdie)
+        dir_x = jnp.where(east, 0, 1)
+        line_x = (phase * G + gpu) * Rw + sy
+        # Y run along column dx, starting after the X run
+        t0y = t0 + jnp.abs(dx - sx) * ph + d * jnp.abs(ddie - sdie)
+        south = dy > sy
+        lo_y = jnp.where(south, sy, dy + 1)
+        hi_y = jnp.where(south, dy, sy + 1)
+        hi_y = jnp.where(dy == sy, lo_y, hi_y)
+        k_y = jnp.where(south, t0y - sy * ph, t0y + sy * ph)
+        dir_y = jnp.where(south, 2, 3)
+        line_y = (phase * G + gpu) * C + dx
+        parts.append((dir_x, line_x, lo_x, hi_x, k_x))
+        parts.append((dir_y, line_y, lo_y, hi_y, k_y))
+    cat = lambda i: jnp.concatenate([q[i] for q in parts])  # noqa: E731
+    n = len(parts)
+    return _Runs(cat(0).astype(jnp.int32), cat(1).astype(jnp.int32), cat(2).astype(jnp.int32),
+                 cat(3).astype(jnp.int32), cat(4), jnp.tile(ft["L"], n), jnp.tile(flits, n))
+
+
+def _g(s: System, dirn: int, pos):
+    ph = s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns
+    d = s.die_crossing_ns
+    if dirn == 0:
+        return pos * ph + d * (pos // s.cols_per_die)
+    if dirn == 1:
+        return -pos * ph - d * (pos // s.cols_per_die)
+    return pos * ph if dirn == 2 else -pos * ph
+
+
+def _grid_shape(s: System, P: int, dirn: int):
+    """(n_lines_total, line_length) of a direction grid."""
+    if dirn < 2:
+        return P * s.n_gpus * s.mesh_rows, s.mesh_cols
+    return P * s.n_gpus * s.mesh_cols, s.mesh_rows
+
+
+_DEAD = 1024  # padding segments for masked entries (spread, so they do not pile onto one address)
+
+
+def _by_dir(dirn, values):
+    """values[dirn] for 4 static ints, as selects (a gather here defeats XLA CPU fusion)."""
+    v = [int(x) for x in values]
+    return jnp.where(dirn == 0, v[0], jnp.where(dirn == 1, v[1], jnp.where(dirn == 2, v[2], v[3]))).astype(jnp.int32)
+
+
+def _dead_idx(base: int, n: int):
+    return base + (jnp.arange(n, dtype=jnp.int32) % _DEAD)
+
+
+def _range_sum(s: System, P: int, ru: _Runs, val, act):
+    """Per direction, [lines, length]: sum of ``val`` over runs covering each link
+    (difference arrays: +v at the first link, -v past the last, cumulative sum)."""
+    shapes = [_grid_shape(s, P, dn) for dn in range(4)]
+    sizes = [nl * (n + 1) for nl, n in shapes]
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_tot = int(offs[-1])
+    on = act & (ru.hi > ru.lo)
+    width = _by_dir(ru.dirn, [n + 1 for _, n in shapes])
+    base = _by_dir(ru.dirn, offs[:4]) + ru.line * width
+    m = ru.lo.shape[0]
+    idx = jnp.concatenate([jnp.where(on, base + ru.lo, _dead_idx(n_tot, m)),
+                           jnp.where(on, base + ru.hi, _dead_idx(n_tot, m))])
+    v = jnp.concatenate([jnp.where(on, val, 0.0), jnp.where(on, -val, 0.0)])
+    idx, v = jax.lax.optimization_barrier((idx, v))
+    flat = jax.ops.segment_sum(v, idx, num_segments=n_tot + _DEAD)
+    out = []
+    for dn, (nl, n) in enumerate(shapes):
+        diff = flat[offs[dn]:offs[dn + 1]].reshape(nl, n + 1)
+        out.append(jnp.cumsum(diff, axis=1)[:, :n])
+    return out
+
+
+def _range_ext(s: System, P: int, ru: _Runs, val, act, op: str):
+    """Per direction, [lines, length]: max (op='max') or min of ``val`` over runs covering each link
+    (identity -/+BIG where none), by a sparse table: each run updates two blocks of length 2^k
+    (k = floor log2 of its length) that together cover it; levels are pushed down to length 1."""
+    ident = -_BIG if op == "max" else _BIG
+    seg_op = jax.ops.segment_max if op == "max" else jax.ops.segment_min
+    comb = jnp.maximum if op == "max" else jnp.minimum
+    shapes = [_grid_shape(s, P, dn) for dn in range(4)]
+    nks = [_level_count(n) for _, n in shapes]
+    sizes = [nl * nk * n for (nl, n), nk in zip(shapes, nks)]
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_tot = int(offs[-1])
+    on = act & (ru.hi > ru.lo)
+    ln = jnp.maximum(ru.hi - ru.lo, 1)
+    k = jnp.zeros_like(ln)
+    for kk in range(1, max(nks)):          # k = floor(log2(len)), exactly, in integers
+        k = jnp.where(ln >= (1 << kk), kk, k)
+    nlen = _by_dir(ru.dirn, [n for _, n in shapes])
+    nkd = _by_dir(ru.dirn, nks)
+    base = _by_dir(ru.dirn, offs[:4]) + (ru.line * nkd + k) * nlen
+    m = ru.lo.shape[0]
+    idx = jnp.concatenate([jnp.where(on, base + ru.lo, _dead_idx(n_tot, m)),
+                           jnp.where(on, base + ru.hi - jnp.left_shift(1, k), _dead_idx(n_tot, m))])
+    v = jnp.concatenate([jnp.where(on, val, ident), jnp.where(on, val, ident)])
+    idx, v = jax.lax.optimization_barrier((idx, v))
+    flat = seg_op(v, idx, num_segments=n_tot + _DEAD)
+    out = []
+    for dn, ((nl, n), nk) in enumerate(zip(shapes, nks)):
+        tab = flat[offs[dn]:offs[dn + 1]].reshape(nl, nk, n)
+        tab = jnp.where(jnp.abs(tab) < _BIG / 2, tab, ident)   # empty segments of segment_max/min
+        lvl = tab[:, nk - 1, :]
+        for kk in range(nk - 1, 0, -1):
+            half = 1 << (kk - 1)
+            shifted = jnp.concatenate([jnp.full((nl, half), ident, lvl.dtype), lvl[:, :n - half]], axis=1)
+            lvl = comb(comb(tab[:, kk - 1, :], lvl), shifted)
+        out.append(lvl)
+    return out
+
+
+def _links_to_resources(s: System, P: int, grids, fill):
+    """Four direction grids -> [P, G, n_link_slots] in mesh.route_links' slot order (4 * router + dir)."""
+    G, C, Rw = s.n_gpus, s.mesh_cols, s.mesh_rows
+    e, w = (g.reshape(P, G, Rw, C) for g in grids[:2])
+    so, no = (g.reshape(P, G, C, Rw).transpose(0, 1, 3, 2) for g in grids[2:])
+    slots = jnp.stack([e, w, so, no], axis=-1)  # [P, G, rows, cols, 4]
+    return slots.reshape(P, G, Rw * C * 4)
+
+
+def _place(s: System, P: int, nonlink_flat, link_pgl, fill):
+    """Combine scattered non-link values ([P * R + 1] by global id) and link grids into [P, R]."""
+    lay = resource_layout(s)
+    G = s.n_gpus
+    a = nonlink_flat[:-1].reshape(P, G, lay.per_gpu)
+    a = a.at[:, :, lay.offset_link:lay.offset_link + mesh.n_link_slots(s)].set(link_pgl)
+    return a.reshape(P, G * lay.per_gpu)
+
+
+def _nonlink_entries(s: System, t: Traffic, ft: dict, P: int):
+    """(seg [5F], arrival [5F], remaining [5F], svc [5F]) of the CU, HBM read, egress, ingress, HBM write stages."""
+    lay = resource_layout(s)
+    R = lay.n_resources
+    phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
+    g, dg = jnp.asarray(t.src_gpu, jnp.int32), jnp.asarray(t.dst_gpu, jnp.int32)
+    cu, rs = jnp.asarray(t.cu, jnp.int32), jnp.asarray(t.read_stack, jnp.int32)
+    p, ds = jnp.asarray(t.port, jnp.int32), jnp.asarray(t.dst_stack, jnp.int32)
+    L = ft["L"]
+    res = [g * lay.per_gpu + lay.offset_cu + cu, g * lay.per_gpu + lay.offset_hbm + rs,
+           g * lay.per_gpu + lay.offset_egress + p, dg * lay.per_gpu + lay.offset_ingress + p,
+           dg * lay.per_gpu + lay.offset_hbm + ds]
+    arr = [jnp.zeros_like(L), ft["p_read"], ft["p_e"], ft["p_i"], ft["p_w"]]
+    one = jnp.ones_like(L)
+    svc = [ft["cyc"] * one, ft["hbm_svc"] * one, ft["port_svc"] * one, ft["port_svc"] * one, ft["hbm_svc"] * one]
+    seg = jnp.concatenate([phase * R + r for r in res])
+    arrival = jnp.concatenate(arr)
+    sv = jnp.concatenate(svc)
+    rem = jnp.tile(L, 5) - arrival - sv
+    return seg, arrival, rem, sv
+
+
+def _tables_runs(s: System, t: Traffic, P: int) -> _Tables:
+    lay = resource_layout(s)
+    R = lay.n_resources
+    NC = s.n_gpus * s.n_cus
+    ft = _flow_times(s, t)
+    L = ft["L"]
+    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
+    act = flits > 0
+    n = P * R + 1
+    seg, arrival, rem, sv = _nonlink_entries(s, t, ft, P)
+    act5 = jnp.tile(act, 5)
+    f5 = jnp.tile(flits, 5)
+    L5 = jnp.tile(L, 5)
+    busy_nl = jax.ops.segment_sum(f5 * sv, seg, num_segments=n)
+    a_nl = jax.ops.segment_min(jnp.where(act5, arrival, _BIG), seg, num_segments=n)
+    m_nl = jax.ops.segment_min(jnp.where(act5, rem, _BIG), seg, num_segments=n)
+    lr_nl = jax.ops.segment_max(jnp.where(act5, L5, -_BIG), seg, num_segments=n)
+    ru = _runs(s, t, ft, P)
+    ract = ru.flits > 0
+    link_svc = s.flit_bytes / s.link_bw_bytes_per_ns
+    busy_l = [g * link_svc for g in _range_sum(s, P, ru, ru.flits, ract)]
+    lr_l = _range_ext(s, P, ru, ru.L, ract, "max")
+    kmin = _range_ext(s, P, ru, ru.K, ract, "min")
+    lkmin = _range_ext(s, P, ru, ru.L - ru.K, ract, "min")
+    a_l, m_l = [], []
+    for dn in range(4):
+        nl, nn = _grid_shape(s, P, dn)
+        gj = _g(s, dn, jnp.arange(nn, dtype=jnp.result_type(float)))[None, :]
+        used = kmin[dn] < _BIG / 2
+        a_l.append(jnp.where(used, kmin[dn] + gj, _BIG))
+        m_l.append(jnp.where(used, lkmin[dn] - gj - link_svc, _BIG))
+    busy = _place(s, P, busy_nl, _links_to_resources(s, P, busy_l, 0.0), 0.0)
+    a = _place(s, P, a_nl, _links_to_resources(s, P, a_l, _BIG), _BIG)
+    m = _place(s, P, m_nl, _links_to_resources(s, P, m_l, _BIG), _BIG)
+    lr = _place(s, P, lr_nl, _links_to_resources(s, P, lr_l, -_BIG), -_BIG)
+    phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
+    wseg = phase * NC + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus + jnp.asarray(t.cu, jnp.int32)
+    hold = jnp.maximum(L - ft["cyc"], 0.0)
+    wbusy = jax.ops.segment_sum(flits * hold, wseg, num_segments=P * NC).reshape(P, NC) \
+        / s.max_outstanding_per_cu
+    wflits = jax.ops.segment_sum(flits, wseg, num_segments=P * NC).reshape(P, NC)
+    wlat = jax.ops.segment_sum(flits * L, wseg, num_segments=P * NC).reshape(P, NC)
+    return _Tables(L, flits, phase, wseg, busy, a, m, lr, resource_service_ns(s), wbusy, wflits, wlat,
+                   P, R, NC, 0)
+
+
+def _smooth_sums_runs(s: System, t: Traffic, tb: _Tables, lr, tau):
+    """Engine 'runs' version of :func:`_smooth_resource_sums`, returned in log form:
+    ``log S_r`` relative to ``lr`` (i.e. ``lse_r = lr + tau * out``), ``[P, R]``; links use one
+    stabilizer per mesh line and fall back to the hard max where the sum is not resolvable."""
+    P, R = tb.n_phases, tb.n_res
+    ft = _flow_times(s, t)
+    w = jnp.minimum(tb.flits, 1.0)
+    act = tb.flits > 0
+    seg, _, _, _ = _nonlink_entries(s, t, ft, P)
+    lr_flat = jnp.concatenate([jnp.where(lr > -_BIG / 2, lr, 0.0).ravel(), jnp.zeros(1, lr.dtype)])
+    act5 = jnp.tile(act, 5)
+    z = jnp.where(act5, (jnp.tile(tb.L, 5) - lr_flat[seg]) / tau, -1e4)
+    e = jnp.where(act5, jnp.tile(w, 5) * jnp.exp(z), 0.0)
+    s_nl = jax.ops.segment_sum(e, seg, num_segments=P * R + 1)
+    ru = _runs(s, t, ft, P)
+    ract = ru.flits > 0
+    lay = resource_layout(s)
+    G = s.n_gpus
+    lr_links = lr.reshape(P, G, lay.per_gpu)[:, :, lay.offset_link:lay.offset_link + mesh.n_link_slots(s)]
+    lr_links = lr_links.reshape(P, G, s.mesh_rows, s.mesh_cols, 4)
+    grids, c_lines = [], []
+    zr = jnp.full(ru.L.shape, -1e4, ru.L.dtype)
+    for dn in range(4):
+        nl, n = _grid_shape(s, P, dn)
+        g = lr_links[..., dn]
+        g = g.reshape(nl, n) if dn < 2 else g.transpose(0, 1, 3, 2).reshape(nl, n)
+        c_line = jnp.max(jnp.where(g > -_BIG / 2, g, -_BIG), axis=1)           # [nl]
+        c_line = jnp.where(c_line > -_BIG / 2, c_line, 0.0)
+        on = ract & (ru.dirn == dn) & (ru.hi > ru.lo)      # empty runs cover no link
+        zr = jnp.where(on, (ru.L - c_line[jnp.clip(ru.line, 0, nl - 1)]) / tau, zr)
+        grids.append(g)
+        c_lines.append(c_line)
+    ron = ract & (ru.hi > ru.lo)
+    val = jnp.where(ron, jnp.minimum(ru.flits, 1.0) * jnp.exp(jnp.where(ron, zr, -1e4)), 0.0)
+    sums = _range_sum(s, P, ru, val, ract)
+    logs = []
+    for dn in range(4):
+        g, c_line, sdir = grids[dn], c_lines[dn], sums[dn]
+        # resolvable where the sum is not lost to float cancellation / underflow; else the hard max
+        ok = (g > -_BIG / 2) & (sdir > 1e-6 * jnp.max(sdir, axis=1, keepdims=True)) & (sdir > 1e-30)
+        rel = jnp.where(ok, c_line[:, None] + tau * jnp.log(jnp.where(ok, sdir, 1.0)) - g, 0.0)
+        logs.append(rel / tau)
+    link_logs = _links_to_resources(s, P, logs, 0.0)
+    nl_log = jnp.log(jnp.where(s_nl > 0, s_nl, 1.0))
+    return _place(s, P, nl_log, link_logs, 0.0)
 
 
 def flow_latency_ns(s: System, t: Traffic):
@@ -309,9 +657,12 @@ def _smooth_phases(s: System, t: Traffic, tb: _Tables, tau):
     used_r = lr > -_BIG / 2
     used_c = lc > -_BIG / 2
     # per-segment log-sum-exp of L_f with weights w_f, stabilized by the hard segment max
-    sr = _smooth_resource_sums(s, t, tb, lr, tau)
-    sr_safe = jnp.where(used_r & (sr > 0), sr, 1.0)
-    lse_r = jnp.where(used_r, lr + tau * jnp.log(sr_safe), 0.0)
+    if tb.chunk == 0:  # runs engine
+        lse_r = jnp.where(used_r, lr + tau * _smooth_sums_runs(s, t, tb, lr, tau), 0.0)
+    else:
+        sr = _smooth_resource_sums(s, t, tb, lr, tau)
+        sr_safe = jnp.where(used_r & (sr > 0), sr, 1.0)
+        lse_r = jnp.where(used_r, lr + tau * jnp.log(sr_safe), 0.0)
     lc_safe = jnp.where(used_c, lc, 0.0)
     zc = (tb.L - lc_safe.ravel()[tb.wseg]) / tau
     zc = jnp.where(tb.flits > 0, zc, -1e4)
