@@ -66,7 +66,7 @@ def _bound_holds(case):
     assert r.completion_ps >= lb_ps - _tol_ps(s, r.flits_delivered)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_bound_on_random_small_cases(case):
     _bound_holds(case)
