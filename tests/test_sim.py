@@ -243,3 +243,9 @@ def test_batch_equals_one_by_one():
     for t, r in zip(ts, batch):
         one = sim.simulate(s, t)
         assert np.array_equal(one.deliver_ps, r.deliver_ps) and one.completion_ps == r.completion_ps
+
+
+def test_progress_bar_silent_when_stderr_is_not_a_terminal(capsys):
+    s = _tiny()
+    sim.simulate(s, _flow(s, [3]), progress=True)
+    assert capsys.readouterr().err == ""
