@@ -57,7 +57,7 @@ class _Progress:
 
 
 def pack(prog: Program):
-    """The kernel's packed arrays: seg_tab [Q, W, 3], seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N]."""
+    """The kernel's packed arrays: seg_tab [Q, W, 3], seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N, 2]."""
     seg_tab = np.stack([prog.seg_res.astype(np.int64), prog.seg_svc, prog.seg_lat], axis=2)
     seg_info = np.stack([prog.seg_len.astype(np.int64), prog.seg_mark.astype(np.int64), prog.seg_mark_off], axis=1)
     L, m = prog.flow_seg.shape
@@ -65,7 +65,8 @@ def pack(prog: Program):
     flow_tab[:, 0] = prog.flow_nseg
     flow_tab[:, 1::2] = prog.flow_seg
     flow_tab[:, 2::2] = prog.flow_off
-    fstate = prog.flit_flow.astype(np.int64) << 32
+    fstate = np.zeros((prog.flit_flow.shape[0], 2), np.int64)
+    fstate[:, 0] = prog.flit_flow.astype(np.int64) << 32
     if seg_tab.shape[0] == 0:
         seg_tab = np.zeros((1, 1, 3), np.int64)
         seg_info = np.zeros((1, 3), np.int64)

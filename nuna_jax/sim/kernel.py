@@ -134,8 +134,9 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     Packed layouts (built by ``fast.run_fast``): ``seg_tab[row, k] = (local
     resource, svc, lat)``; ``seg_info[row] = (len, mark stage, mark offset)``;
     ``flow_tab[fl] = (n segments, row0, off0, row1, off1, ...)``;
-    ``fstate[f] = flow << 32 | segment << 16 | stage`` (the stage the flit
-    reaches next; ``segment == n segments``: its delivery);
+    ``fstate[f] = (flow << 32 | segment << 16 | stage, row << 32 | offset)``:
+    the stage the flit reaches next and its segment row and resource offset
+    (``-1``: its delivery comes next);
     ``res_state[r] = (free time, busy time)``.
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
     With ``scal[S_TSTOP] > 0`` the loop ends right after that many traffic
@@ -184,7 +185,7 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             if out[i] >= window:
                 wait[i] = 2                                # window full
                 continue
-            fl = fstate[f] >> 32
+            fl = fstate[f, 0] >> 32
             row = flow_tab[fl, 1]
             svc = seg_tab[row, 0, 1]
             r = iss_res[i]
@@ -197,10 +198,15 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             hops += 1
             if seg_info[row, 1] == 0:
                 store_ps[f] = t + seg_info[row, 2]
-            if seg_info[row, 0] > 1:
-                fstate[f] = (fl << 32) | 1
-            else:
-                fstate[f] = (fl << 32) | (1 << 16)
+            if seg_info[row, 0] > 1:                       # next: stage 1 of segment 0
+                fstate[f, 0] = (fl << 32) | 1
+                fstate[f, 1] = (np.int64(row) << 32) | flow_tab[fl, 2]
+            elif flow_tab[fl, 0] > 1:                      # next: segment 1
+                fstate[f, 0] = (fl << 32) | (1 << 16)
+                fstate[f, 1] = (np.int64(flow_tab[fl, 3]) << 32) | flow_tab[fl, 4]
+            else:                                          # next: delivery
+                fstate[f, 0] = (fl << 32) | (1 << 16)
+                fstate[f, 1] = -1
             nxt = t + svc + seg_tab[row, 0, 2]
             if nxt > maxt:
                 err = 1
@@ -211,11 +217,10 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
                                         qlink, ringn)
             continue
         f = ident
-        st = fstate[f]
+        st = fstate[f, 0]
+        where = fstate[f, 1]
         fl = st >> 32
-        cur = st & low32
-        q = cur >> 16
-        if q >= flow_tab[fl, 0]:                           # delivery
+        if where < 0:                                      # delivery
             deliver_ps[f] = t
             dlv += 1
             i = flit_issuer[f]
@@ -240,9 +245,9 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
                     stopped = 1
                     break
             continue
-        k = cur & 0xFFFF
-        row = flow_tab[fl, 1 + 2 * q]
-        r = seg_tab[row, k, 0] + flow_tab[fl, 2 + 2 * q]
+        k = st & 0xFFFF
+        row = where >> 32
+        r = seg_tab[row, k, 0] + (where & low32)
         svc = seg_tab[row, k, 1]
         start = t
         fr = res_state[r, 0]
@@ -257,10 +262,15 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
         if nxt > maxt:
             err = 1
             break
-        if k + 1 >= seg_info[row, 0]:
-            fstate[f] = (fl << 32) | ((q + 1) << 16)
-        else:
-            fstate[f] = st + 1
+        if k + 1 < seg_info[row, 0]:
+            fstate[f, 0] = st + 1
+        else:                                              # segment done: load the next one
+            q = ((st & low32) >> 16) + 1
+            fstate[f, 0] = (fl << 32) | (q << 16)
+            if q < flow_tab[fl, 0]:
+                fstate[f, 1] = (np.int64(flow_tab[fl, 1 + 2 * q]) << 32) | flow_tab[fl, 2 + 2 * q]
+            else:
+                fstate[f, 1] = -1
         hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
     scal[S_HEAP] = hn
     scal[S_LO] = lo
