@@ -30,14 +30,16 @@ def one(flits=1, **kw):
     return make_traffic(S, **cols)
 
 
-def rand_traffic(seed, n=300, gpus=8, max_flits=20, phases=1, ports=144):
+def rand_traffic(seed, n=300, gpus=8, max_flits=20, phases=1, ports=144, rows=512):
+    """Random traffic, padded with zero-flit rows to ``rows`` (one shape -> one compile)."""
     rng = np.random.default_rng(seed)
     src = rng.integers(0, gpus, n)
     dst = (src + rng.integers(1, gpus, n)) % gpus
-    return make_traffic(S, src_gpu=src, cu=rng.integers(0, S.n_cus, n), read_stack=rng.integers(0, 16, n),
-                        port=rng.integers(0, ports, n), dst_gpu=dst, dst_stack=rng.integers(0, 16, n),
-                        flits=rng.integers(1, max_flits + 1, n).astype(float),
-                        tb=rng.integers(0, 50, n), phase=rng.integers(0, phases, n))
+    t = make_traffic(S, src_gpu=src, cu=rng.integers(0, S.n_cus, n), read_stack=rng.integers(0, 16, n),
+                     port=rng.integers(0, ports, n), dst_gpu=dst, dst_stack=rng.integers(0, 16, n),
+                     flits=rng.integers(1, max_flits + 1, n).astype(float),
+                     tb=rng.integers(0, 50, n), phase=rng.integers(0, phases, n))
+    return K.pad_flows(t, max(rows, n))
 
 
 def reference_fifo_sim(s, t):
@@ -145,7 +147,7 @@ def test_lower_bound_never_above_estimate(seed):
 
 
 def test_phases_are_barriers_and_add():
-    t = rand_traffic(7, n=200)
+    t = rand_traffic(7, n=256, rows=0)
     d = {k: np.concatenate([np.asarray(getattr(t, k))] * 2) for k in
          ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "flits", "bytes", "tb", "step")}
     d["phase"] = np.repeat([0, 1], t.n_flows)
@@ -198,7 +200,7 @@ def test_soft_traffic_same_functions_finite_and_grads_match_fd():
     h = 0.5
     fd = (float(f(fl, 500.0 + h)) - float(f(fl, 500.0 - h))) / (2 * h)
     assert float(gs) == pytest.approx(fd, rel=2e-2, abs=2e-2)
-    for i in np.argsort(-np.abs(np.asarray(gf)))[:3]:
+    for i in np.argsort(-np.abs(np.asarray(gf)))[:2]:
         e = jnp.zeros_like(fl).at[i].set(1e-2)
         fd = (float(f(fl + e, 500.0)) - float(f(fl - e, 500.0))) / 2e-2
         assert float(gf[i]) == pytest.approx(fd, rel=5e-2, abs=5e-2)
@@ -208,7 +210,7 @@ def test_soft_traffic_same_functions_finite_and_grads_match_fd():
 
 def test_jit_and_vmap_match_python_loop():
     t = rand_traffic(9, n=150)
-    scales = np.array([0.5, 1.0, 2.0, 4.0])
+    scales = np.array([0.5, 3.0])
     fl = np.asarray(t.flits)
 
     def est(f):
@@ -254,7 +256,7 @@ def test_chunked_scan_equals_single_pass(monkeypatch):
     np.testing.assert_allclose(np.asarray(got.flow_latency_ns), np.asarray(ref.flow_latency_ns), rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["table2", "quad"])   # quad has die-crossing latency
+@pytest.mark.parametrize("name", ["table2", pytest.param("quad", marks=pytest.mark.slow)])  # quad: die crossings
 def test_fast_runs_engine_equals_stage_table_engine(name, monkeypatch):
     from nuna_jax import preset as _preset
     s = _preset(name)

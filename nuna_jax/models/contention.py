@@ -37,6 +37,7 @@ Everything is ``jit``/``vmap``/``grad``-able; the number of phases is static
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -542,23 +543,42 @@ def _smooth_sums_runs(s: System, t: Traffic, tb: _Tables, lr, tau):
     return _place(s, P, nl_log, link_logs, 0.0)
 
 
+@jax.jit
 def flow_latency_ns(s: System, t: Traffic):
     """Zero-load latency of one flit of each flow, ns, ``[n_flows]`` (= ``path.zero_load_latency_ns``)."""
     st = flow_stages(s, t)
     return jnp.sum(st.service_ns + st.latency_ns, axis=1)
 
 
+_STATIC = ("n_phases", "engine", "chunk")
+
+
+def _static(t: Traffic, n_phases) -> dict:
+    """Static arguments of the jitted kernels: phases, engine and chunk size (read at call time)."""
+    return {"n_phases": resolve_n_phases(t, n_phases), "engine": ENGINE, "chunk": int(CHUNK_FLOWS)}
+
+
 def resource_busy_ns(s: System, t: Traffic, n_phases: int | None = None):
     """Busy time of every resource per phase, ns, ``[n_phases, n_resources]``:
     ``sum flits * svc`` over the stages that use it."""
-    return _tables(s, t, resolve_n_phases(t, n_phases)).busy
+    return _busy_jit(s, t, **_static(t, n_phases))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _busy_jit(s, t, n_phases, engine, chunk):
+    return _tables(s, t, n_phases, chunk, engine).busy
 
 
 def window_busy_ns(s: System, t: Traffic, n_phases: int | None = None):
     """Outstanding-request window 'busy time' per CU and phase, ns,
     ``[n_phases, n_gpus * n_cus]`` (index ``gpu * n_cus + cu``): by Little's law
     ``sum flits * (L_f - svc_issue) / max_outstanding_per_cu``."""
-    return _tables(s, t, resolve_n_phases(t, n_phases)).wbusy
+    return _wbusy_jit(s, t, **_static(t, n_phases))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _wbusy_jit(s, t, n_phases, engine, chunk):
+    return _tables(s, t, n_phases, chunk, engine).wbusy
 
 
 # ---------------------------------------------------------------------------
@@ -587,7 +607,12 @@ def lower_bound_ns(s: System, t: Traffic, n_phases: int | None = None):
     latency; for every CU, the window busy time.  Phases add.  Valid for hard
     traffic under the semantics of docs/model.md.
     """
-    return jnp.sum(_lower_bound_phases(_tables(s, t, resolve_n_phases(t, n_phases))))
+    return _lb_jit(s, t, **_static(t, n_phases))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _lb_jit(s, t, n_phases, engine, chunk):
+    return jnp.sum(_lower_bound_phases(_tables(s, t, n_phases, chunk, engine)))
 
 
 # ---------------------------------------------------------------------------
@@ -623,7 +648,12 @@ def estimate_ns(s: System, t: Traffic, n_phases: int | None = None):
     Per phase ``max( max_r Lmax_r + (B_r - svc_r)^+, max_cu Lmax_cu + (B_cu - Lbar_cu)^+ )``;
     phases add.  Never below :func:`lower_bound_ns`.
     """
-    return jnp.sum(_estimate_phases(_tables(s, t, resolve_n_phases(t, n_phases)))[0])
+    return _est_jit(s, t, **_static(t, n_phases))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _est_jit(s, t, n_phases, engine, chunk):
+    return jnp.sum(_estimate_phases(_tables(s, t, n_phases, chunk, engine))[0])
 
 
 def _smooth_resource_sums(s: System, t: Traffic, tb: _Tables, lr, tau):
@@ -689,7 +719,12 @@ def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=10.0, n_phases: int
     log-sum-exp at temperature ``temperature_ns`` and each flow weighted by
     ``min(1, flits)``.  ``>=`` the estimate up to the weights' ``tau log w``;
     tends to the estimate as the temperature falls to 0."""
-    return jnp.sum(_smooth_phases(s, t, _tables(s, t, resolve_n_phases(t, n_phases)), temperature_ns))
+    return _smooth_jit(s, t, temperature_ns, **_static(t, n_phases))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _smooth_jit(s, t, temperature_ns, n_phases, engine, chunk):
+    return jnp.sum(_smooth_phases(s, t, _tables(s, t, n_phases, chunk, engine), temperature_ns))
 
 
 # ---------------------------------------------------------------------------
@@ -714,7 +749,12 @@ class PathCosts(NamedTuple):
 
 def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=10.0) -> PathCosts:
     """All the path model's quantities in one pass (jit-able with static ``n_phases``)."""
-    tb = _tables(s, t, resolve_n_phases(t, n_phases))
+    return _analyze_impl(s, t, temperature_ns, **_static(t, n_phases))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _analyze_impl(s, t, temperature_ns, n_phases, engine, chunk) -> PathCosts:
+    tb = _tables(s, t, n_phases, chunk, engine)
     lb = _lower_bound_phases(tb)
     est, term_r, term_c = _estimate_phases(tb)
     ex_r, ex_w = _excess(tb)
@@ -794,7 +834,6 @@ def pad_flows(t: Traffic, n_rows: int) -> Traffic:
     return Traffic(**out)
 
 
-_analyze_jit = jax.jit(analyze, static_argnames=("n_phases",))
 
 
 def evaluate(s: System, t: Traffic, temperature_ns: float = 10.0) -> dict:
@@ -805,7 +844,7 @@ def evaluate(s: System, t: Traffic, temperature_ns: float = 10.0) -> dict:
     """
     n_phases = resolve_n_phases(t)
     tp = pad_flows(t, bucket_rows(t.n_flows))
-    c = _analyze_jit(s, tp, n_phases=n_phases, temperature_ns=float(temperature_ns))
+    c = analyze(s, tp, n_phases=n_phases, temperature_ns=float(temperature_ns))
     return {"time_ns": float(c.estimate_ns), "lower_bound_ns": float(c.lower_bound_ns),
             "smooth_estimate_ns": float(c.smooth_estimate_ns), "temperature_ns": float(temperature_ns),
             "breakdown": breakdown(c), "n_flows": t.n_flows}
