@@ -70,6 +70,15 @@ def test_fast_equals_reference_flit_by_flit(case):
         assert np.array_equal(getattr(fast, k), getattr(ref, k)), k
     assert (fast.completion_ps, fast.flits_injected, fast.flits_delivered, fast.flit_hops) == \
         (ref.completion_ps, ref.flits_injected, ref.flits_delivered, ref.flit_hops)
+    # the same with a tiny calendar (3 buckets of 7 ps): exercises bucket wrap and the overflow heap
+    from nuna_jax.sim import fast as F
+    saved = (F.CAL_BUCKET_PS, F.CAL_BUCKETS)
+    try:
+        F.CAL_BUCKET_PS, F.CAL_BUCKETS = 7, 3
+        tiny = sim.simulate(s, t, background=bg)
+    finally:
+        F.CAL_BUCKET_PS, F.CAL_BUCKETS = saved
+    assert np.array_equal(tiny.deliver_ps, ref.deliver_ps) and np.array_equal(tiny.busy_ps, ref.busy_ps)
     total = int(np.asarray(t.flits).sum()) + (0 if bg is None else bg.total_flits)
     assert fast.flits_injected == fast.flits_delivered == total
     # the window holds: at no issue instant has a CU more than `window` flits in flight
