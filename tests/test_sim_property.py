@@ -58,7 +58,7 @@ def cases(draw):
     return s, t, bg
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_reference_flit_by_flit(case):
     s, t, bg = case
