@@ -27,7 +27,7 @@ L0 = (CYC + 120 + HOP + HBM + 150 + (LINK + HOP) + 120 + PORT + 500 + PORT
 def one(flits=1, **kw):
     cols = dict(src_gpu=[0], cu=[0], read_stack=[0], port=[0], dst_gpu=[3], dst_stack=[15], flits=[flits])
     cols.update({k: [v] for k, v in kw.items()})
-    return make_traffic(S, **cols)
+    return K.pad_flows(make_traffic(S, **cols), 512)   # zero-flit padding: one shape for all tests
 
 
 def rand_traffic(seed, n=300, gpus=8, max_flits=20, phases=1, ports=144, rows=512):
@@ -114,10 +114,10 @@ def test_window_bound_binds_for_one_busy_cu():
     # one CU sends 50 flits on each of 144 ports (7,200 flits): the window
     # (700 in flight for ~1.5 us each) is the bottleneck, not any port (256 ns)
     n = 144
-    t = make_traffic(S, src_gpu=np.zeros(n, int), cu=np.full(n, 300), read_stack=np.arange(n) % 16,
-                     port=np.arange(n), dst_gpu=1 + np.arange(n) % 7, dst_stack=np.arange(n) % 16,
-                     flits=np.full(n, 50.0))
-    L = np.asarray(K.flow_latency_ns(S, t), dtype=np.float64)
+    t = K.pad_flows(make_traffic(S, src_gpu=np.zeros(n, int), cu=np.full(n, 300), read_stack=np.arange(n) % 16,
+                                 port=np.arange(n), dst_gpu=1 + np.arange(n) % 7, dst_stack=np.arange(n) % 16,
+                                 flits=np.full(n, 50.0)), 512)
+    L = np.asarray(K.flow_latency_ns(S, t), dtype=np.float64)[:n]
     win = np.sum(50 * (L - CYC)) / 700
     assert float(np.asarray(K.window_busy_ns(S, t))[0, 300]) == pytest.approx(win, rel=1e-5)
     assert win > 7200 * CYC + 2500  # the window term dominates the CU issue term (hand check)
@@ -234,8 +234,8 @@ def test_traced_phase_needs_n_phases():
 
 
 def test_zero_flit_flows_are_ignored():
-    t = make_traffic(S, src_gpu=[0, 0], cu=[0, 575], read_stack=[0, 15], port=[0, 143], dst_gpu=[3, 3],
-                     dst_stack=[15, 8], flits=[1, 0])
+    t = K.pad_flows(make_traffic(S, src_gpu=[0, 0], cu=[0, 575], read_stack=[0, 15], port=[0, 143],
+                                 dst_gpu=[3, 3], dst_stack=[15, 8], flits=[1, 0]), 512)
     assert float(K.lower_bound_ns(S, t)) == pytest.approx(L0, rel=1e-5)
     assert float(K.estimate_ns(S, t)) == pytest.approx(L0, rel=1e-5)
     assert isinstance(t, Traffic)
@@ -270,7 +270,8 @@ def test_fast_runs_engine_equals_stage_table_engine(name, monkeypatch):
     out = {}
     for eng in ("stages", "runs"):
         monkeypatch.setattr(K, "ENGINE", eng)
-        out[eng] = (K.analyze(s, t, temperature_ns=5.0), K._tables(s, t, 3))
+        tables = jax.jit(lambda s_, t_: K._tables(s_, t_, 3, engine=eng))
+        out[eng] = (K.analyze(s, t, temperature_ns=5.0), tables(s, t))
     (ca, ta), (cb, tb) = out["stages"], out["runs"]
     for name_ in ("lower_bound_ns", "estimate_ns", "smooth_estimate_ns"):
         assert float(getattr(cb, name_)) == pytest.approx(float(getattr(ca, name_)), rel=1e-5)
