@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # optional accelerator (docs/simulator.md, "Engines")
+import os
+
+try:  # optional accelerator (docs/simulator.md, "Engines"); NUNA_JAX_NO_NUMBA=1 forces the fallback
+    if os.environ.get("NUNA_JAX_NO_NUMBA"):
+        raise ImportError("numba disabled by NUNA_JAX_NO_NUMBA")
     import numba as _numba
 
     HAVE_NUMBA = True
