@@ -95,7 +95,10 @@ def bench_path_model(reps: int, policies=("UA", "NAP+NAR")) -> list[dict]:
         tj = jax.tree_util.tree_map(jnp.asarray, t)
         est = jax.jit(lambda s_, t_: K.estimate_ns(s_, t_, n_phases=1))
         lb = jax.jit(lambda s_, t_: K.lower_bound_ns(s_, t_, n_phases=1))
-        allq = jax.jit(lambda s_, t_: K.analyze(s_, t_, n_phases=1).estimate_ns)
+        allq = jax.jit(lambda s_, t_: K.analyze(s_, t_, n_phases=1))
+        nb = 16  # a batch of flit vectors on one flow structure (as in a sweep or an optimizer step)
+        scales = jnp.linspace(0.5, 2.0, nb)[:, None]
+        est_b = jax.jit(jax.vmap(lambda fl, s_=s, t_=tj: K.estimate_ns(s_, t_.replace(flits=fl), n_phases=1)))
 
         def loss(flits, sw, t_=tj):
             s2 = s.replace(switch_latency_ns=sw)
@@ -109,6 +112,9 @@ def bench_path_model(reps: int, policies=("UA", "NAP+NAR")) -> list[dict]:
         row = {"case": f"8-GPU 1 MB All-Gather, 1,008 threadblocks/GPU, {pol}", "n_flows": sc.traffic.n_flows,
                "padded_rows": t.n_flows, "n_stages": n_stages(s),
                "estimate_ns": float(est(s, tj)), "lower_bound_ns": float(lb(s, tj))}
+        best, mean, calls = timeit(lambda: est_b(scales * tj.flits[None, :]), reps)
+        row["estimate_batched"] = {"batch": nb, "best_ms": best * 1e3, "mean_ms": mean * 1e3,
+                                   "evals_per_s": nb / best, "calls": calls}
         for name, fn in (("estimate", lambda: est(s, tj)), ("lower_bound", lambda: lb(s, tj)),
                          ("analyze_all", lambda: allq(s, tj)), ("value_and_grad_smooth", lambda: vg(fl, 500.0))):
             best, mean, calls = timeit(fn, reps)
@@ -145,6 +151,9 @@ def main(argv=None) -> int:
               f"{r['lower_bound_best_ms']:.2f} ms, analyze (all) {r['analyze_all_best_ms']:.2f} ms, "
               f"value_and_grad(smooth) {r['value_and_grad_smooth_best_ms']:.2f} ms "
               f"(compile {r['value_and_grad_compile_s']:.1f} s)")
+        eb = r["estimate_batched"]
+        print(f"   estimate, vmapped over {eb['batch']} flit vectors: {eb['best_ms']:.2f} ms per batch "
+              f"= {eb['evals_per_s']:.1f} evaluations/s")
     res = {"info": info, "closed_form": cf, "path_model": pm, "seconds": time.time() - t0,
            "targets_2core_cpu": {"closed_form_evals_per_s": 1e8, "path_model_evals_per_s": 100,
                                  "value_and_grad_ms": 50}}
