@@ -49,17 +49,18 @@ def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
 
 
 def _one(s, args, policy: str) -> dict:
+    import copy
+
     from .models.contention import evaluate
-    from .scenario import make_scenario
-    size = parse_size(args.size)
-    sc = make_scenario(s, collective=args.collective, plan_file=getattr(args, "plan", None),
-                       size_bytes=size, policy=policy, tbs_per_gpu=args.tbs,
-                       nar_granularity=args.nar_granularity, algorithm=args.algorithm)
-    r = evaluate(s, sc.traffic, args.temperature)
+    from .scenario import scenario_from_args
+    a = copy.copy(args)
+    a.policy = policy
+    sc = scenario_from_args(a, s)   # with --plan and no --gpus the system takes the file's GPU count
+    r = evaluate(sc.system, sc.traffic, args.temperature)
     d = {"policy": policy.upper(), **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns",
                                                          "temperature_ns")},
          "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": sc.traffic.total_flits,
-         "scenario": sc.describe()}
+         "n_gpus": sc.system.n_gpus, "scenario": sc.describe()}
     return d
 
 
@@ -76,6 +77,7 @@ def run(args) -> int:
         head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
     if pol == "all":
         rows = [_one(s, args, p) for p in POLICY_ORDER]
+        head["n_gpus"] = rows[0]["n_gpus"]
         ua = rows[0]["time_ns"]
         for r in rows:
             r["speedup_over_ua"] = ua / r["time_ns"]
@@ -84,7 +86,7 @@ def run(args) -> int:
             emit_json(out)
             return 0
         what = args.collective or args.plan
-        print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}), {args.algorithm}, "
+        print(f"{what} {format_size(size)} on {head['n_gpus']} GPUs ({s.name}), {args.algorithm}, "
               f"analytical path model")
         print(f"  {'policy':9s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}  bottleneck")
         for r in rows:
@@ -102,7 +104,7 @@ def run(args) -> int:
         return 0
     b = r["breakdown"]
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}), policy {r['policy']}, {args.algorithm}: "
+    print(f"{what} {format_size(size)} on {r['n_gpus']} GPUs ({s.name}), policy {r['policy']}, {args.algorithm}: "
           f"{r['n_flows']} flows, {r['flits']:.0f} flits")
     print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {b['bottleneck']})")
     print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")

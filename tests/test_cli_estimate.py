@@ -60,3 +60,13 @@ def test_user_errors_exit_2(capsys):
                  "--network", str(DATA / "astra_bad_topology.yml")]) == 2
     err = capsys.readouterr().err
     assert "bogus" in err and "NPUs" in err and "Torus" in err
+
+
+def test_msccl_plan_file(capsys):
+    f = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "msccl" / "ncv4_ag_hier_4_LL.xml"
+    if not f.is_file():
+        pytest.skip("shared MSCCL data not present")
+    d = run_json(capsys, ["estimate", "--plan", str(f), "--size", "1MB", "--policy", "ua", "--json"])
+    assert d["policy"] == "UA" and d["n_flows"] > 0
+    assert d["lower_bound_ns"] <= d["time_ns"] * (1 + 1e-6)
+    assert "closed_form_ns" not in d   # an imported plan has no closed form
