@@ -31,7 +31,8 @@ from ..models import mesh
 from ..system import System
 from ..traffic import Traffic, make_traffic, validate
 
-__all__ = ["Program", "compile_program", "to_ps", "issue_order", "PS_PER_NS", "MAX_SEG"]
+__all__ = ["Program", "compile_program", "to_ps", "issue_order", "PS_PER_NS", "MAX_SEG",
+           "ROUNDING_SLACK_PS"]
 
 PS_PER_NS = 1000
 
@@ -109,9 +110,21 @@ class Program(NamedTuple):
 MAX_SEG = 5
 
 
+ROUNDING_SLACK_PS = 0.05
+
+
 def to_ps(x_ns) -> np.ndarray:
-    """ns (float) -> integer ps, rounded to nearest (ties to even), int64."""
-    return np.rint(np.asarray(x_ns, dtype=np.float64) * PS_PER_NS).astype(np.int64)
+    """ns (float) -> integer ps, rounded *up*, int64.
+
+    Rounding every service and latency up makes each simulated stage at least
+    as long as the float model's, so the analytical lower bound (which only
+    assumes each stage takes at least its float time) holds for the
+    simulator too.  ``ROUNDING_SLACK_PS`` (0.05 ps) of float32 noise is
+    forgiven first, so that e.g. 5.12 ns stored as 5.1199998 still maps to
+    5120 ps, and 120 ns stored as 120.0000076 to 120000 ps.
+    """
+    ps = np.asarray(x_ns, dtype=np.float64) * PS_PER_NS
+    return np.maximum(np.ceil(ps - ROUNDING_SLACK_PS), 0).astype(np.int64)
 
 
 def _compress(res, svc_ns, lat_ns, mark_col=None):
