@@ -21,13 +21,14 @@ sys.path.insert(0, str(ROOT))
 
 from nuna_jax import preset  # noqa: E402
 from nuna_jax.models.contention import evaluate  # noqa: E402
+from nuna_jax.placement import FIGURE11_ORDER  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fig9_speedup import best_over_tbs, tbs_candidates, write  # noqa: E402
 
 NAME = "fig11_isolation"
-POLICIES = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR")
+POLICIES = FIGURE11_ORDER
 PAPER = {
     "nap_nar_max_speedup": 1.8,     # abstract / section 8
     "nap_max_speedup": 1.5,         # abstract: NAP optimizations alone up to 1.5x

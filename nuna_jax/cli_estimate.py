@@ -13,8 +13,7 @@ analytical network (``nuna_jax.astra``).
 from __future__ import annotations
 
 from .cliutil import add_system_args, emit_json, format_size, parse_size, system_from_args
-
-POLICY_ORDER = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR")
+from .placement import FIGURE11_ORDER as POLICY_ORDER
 
 
 def add_parser(sub) -> None:

@@ -42,11 +42,13 @@ from .system import System, cu_router, hop_count, router_die, stack_router
 
 __all__ = [
     "POLICIES", "Placement", "PolicyOptions", "place", "canonical_policy", "policy_parts",
-    "logical_allocation", "algorithm1", "default_nar_granularity", "cu_demand",
+    "FIGURE11_ORDER", "logical_allocation", "algorithm1", "default_nar_granularity", "cu_demand",
     "stack_capacity_pages", "ua_cu_order", "round_robin_pages",
 ]
 
 POLICIES = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP", "NAP+NAR", "NAP*")
+# the order of NUNA Figure 11: each placement without, then with NAR
+FIGURE11_ORDER = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR")
 
 # policy -> (threadblock placement, memory placement, NAR routing?)
 _PARTS = {
