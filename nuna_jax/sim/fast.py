@@ -56,10 +56,117 @@ class _Progress:
             sys.stderr.flush()
 
 
-def pack(prog: Program):
-    """The kernel's packed arrays: seg_tab [Q, W, 3], seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N, 2]."""
-    seg_tab = np.stack([prog.seg_res.astype(np.int64), prog.seg_svc, prog.seg_lat], axis=2)
-    seg_info = np.stack([prog.seg_len.astype(np.int64), prog.seg_mark.astype(np.int64), prog.seg_mark_off], axis=1)
+def uncontended_stages(prog: Program, numpy_only=False) -> np.ndarray:
+    """``merge[row, k]`` (bool ``[Q, W]``): stage ``k >= 1`` of segment row ``row`` provably never waits.
+
+    Exact event merging (docs/simulator.md, "Speed").  A resource ``R`` never
+    makes a flit wait if every flit that reaches it comes straight from the
+    same resource ``U`` with the same latency ``lat_U`` and the same service
+    ``svc_U >= svc_R`` of any flit at ``R``: ``U`` is a FCFS server, so
+    consecutive ends of service at ``U`` are at least ``svc_U`` apart, hence
+    so are the arrivals at ``R`` (``end + lat_U``), and by induction each
+    arrival finds ``R`` free (``arrival >= previous start + svc_R``).  Such a
+    stage's start equals its arrival whatever else happens, so the kernel
+    performs it in the same event as the stage before (same times, same busy
+    time, same hop count, one event less).  A merged stage does not write the
+    resource's free time: the same resource may be visited by other flows as
+    a real event (e.g. as the first stage of a segment), processed later in
+    time order, and an early write would make those wait; since no visit ever
+    waits, the free time seen by the real events only must never exceed their
+    arrival either.  Checked over every (row, GPU
+    offset) pair that some flit uses, and across segment boundaries and the
+    issue stage (a resource entered first by some flow is never merged).
+    Only stages after the first of their row are merged.
+    """
+    q_n, w = prog.seg_res.shape
+    merge = np.zeros((q_n, w), bool)
+    if q_n == 0 or prog.n_flits == 0:
+        return merge
+    used = np.bincount(prog.flit_flow, minlength=prog.flow_seg.shape[0]) > 0
+    if K.HAVE_NUMBA and not numpy_only:
+        return K.uncontended_rows(prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len, prog.flow_seg,
+                                  prog.flow_off, prog.flow_nseg, used, np.int64(prog.n_resources))
+    fseg = prog.flow_seg[used].astype(np.int64)
+    foff = prog.flow_off[used].astype(np.int64)
+    nseg = prog.flow_nseg[used].astype(np.int64)
+    m = fseg.shape[1]
+    seg_res = prog.seg_res.astype(np.int64)
+    seg_svc = prog.seg_svc.astype(np.int64)
+    seg_lat = prog.seg_lat.astype(np.int64)
+    seg_len = prog.seg_len.astype(np.int64)
+    valid = np.arange(m)[None, :] < nseg[:, None]
+    pkey = foff * q_n + fseg                                 # (row, offset) as one int64
+    ukeys = np.unique(pkey[valid])                           # the (row, offset) pairs in use
+    pr, po = ukeys % q_n, ukeys // q_n
+    kk = np.arange(w)[None, :]
+    inrow = (kk >= 1) & (kk < seg_len[pr][:, None])
+    R_in = seg_res[pr] + po[:, None]
+    prev = np.concatenate([np.full((pr.shape[0], 1), -1, np.int64), R_in[:, :-1]], axis=1)
+    plat = np.concatenate([np.zeros((pr.shape[0], 1), np.int64), seg_lat[pr][:, :-1]], axis=1)
+    psvc = np.concatenate([np.zeros((pr.shape[0], 1), np.int64), seg_svc[pr][:, :-1]], axis=1)
+    cols = [[R_in[inrow]], [prev[inrow]], [plat[inrow]], [psvc[inrow]], [seg_svc[pr][inrow]]]
+
+    def add(*xs):
+        for c, x in zip(cols, xs):
+            c.append(x)
+    # first stage of a flow's first segment: entered from outside (never merged)
+    first = ukeys[np.searchsorted(ukeys, np.unique(pkey[:, 0]))]
+    f_r, f_o = first % q_n, first // q_n
+    neg = np.full(first.shape, -1, np.int64)
+    add(seg_res[f_r, 0] + f_o, neg, neg, neg, seg_svc[f_r, 0])
+    # first stage of a later segment: entered from the last stage of the segment before
+    n_p = np.int64(ukeys.shape[0])
+    for q in range(1, m):
+        sel = q < nseg
+        if not np.any(sel):
+            continue
+        i1 = np.searchsorted(ukeys, pkey[sel, q - 1])
+        i2 = np.searchsorted(ukeys, pkey[sel, q])
+        tr = np.unique(i1 * n_p + i2)
+        ka, kb = ukeys[tr // n_p], ukeys[tr % n_p]
+        a_r, a_o, b_r, b_o = ka % q_n, ka // q_n, kb % q_n, kb // q_n
+        last = seg_len[a_r] - 1
+        add(seg_res[b_r, 0] + b_o, seg_res[a_r, last] + a_o, seg_lat[a_r, last], seg_svc[a_r, last],
+            seg_svc[b_r, 0])
+    R, pred, p_lat, p_svc, svc_r = (np.concatenate(c) for c in cols)
+    order = np.argsort(R, kind="stable")
+    R, pred, p_lat, p_svc, svc_r = R[order], pred[order], p_lat[order], p_svc[order], svc_r[order]
+    starts = np.flatnonzero(np.r_[True, R[1:] != R[:-1]])
+    uR = R[starts]
+    same = np.ones(uR.shape, bool)
+    for x in (pred, p_lat, p_svc):                           # exactly one (pred, lat, svc) per resource
+        same &= np.minimum.reduceat(x, starts) == np.maximum.reduceat(x, starts)
+    ok = same & (np.minimum.reduceat(pred, starts) >= 0) & \
+        (np.maximum.reduceat(svc_r, starts) <= np.minimum.reduceat(p_svc, starts))
+    good = np.zeros(prog.n_resources, bool)
+    good[uR[ok]] = True
+    # a row stage is merged only if it is good for every offset the row is used with
+    rr = np.broadcast_to(pr[:, None], inrow.shape)[inrow]
+    cc = np.broadcast_to(kk, inrow.shape)[inrow]
+    nbad = np.bincount(rr * w + cc, weights=~good[R_in[inrow]], minlength=q_n * w).reshape(q_n, w)
+    bad = nbad > 0
+    merge[:, 1:] = (np.arange(1, w)[None, :] < seg_len[:, None])
+    merge &= ~bad
+    merge[np.setdiff1d(np.arange(q_n), pr), :] = False
+    merge[np.unique(fseg[:, 0]), 1] = False                  # stage 1 of a first segment follows the issue event
+    return merge
+
+
+def pack(prog: Program, merge=True):
+    """The kernel's packed arrays: seg_tab [Q, W + 1, 4] = (local resource, svc, lat, merged),
+    seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N, 2].  ``merged`` marks
+    stages done in the event of the stage before (:func:`uncontended_stages`);
+    the extra zero column ends every row."""
+    q_n, w = prog.seg_res.shape
+    seg_tab = np.zeros((max(q_n, 1), w + 1, 4), np.int64)
+    seg_tab[:q_n, :w, 0] = prog.seg_res
+    seg_tab[:q_n, :w, 1] = prog.seg_svc
+    seg_tab[:q_n, :w, 2] = prog.seg_lat
+    if merge:
+        seg_tab[:q_n, :w, 3] = uncontended_stages(prog)
+    seg_info = np.zeros((max(q_n, 1), 3), np.int64)
+    seg_info[:q_n] = np.stack([prog.seg_len.astype(np.int64), prog.seg_mark.astype(np.int64), prog.seg_mark_off],
+                              axis=1)
     L, m = prog.flow_seg.shape
     flow_tab = np.empty((L, 1 + 2 * m), np.int32)
     flow_tab[:, 0] = prog.flow_nseg
@@ -67,14 +174,11 @@ def pack(prog: Program):
     flow_tab[:, 2::2] = prog.flow_off
     fstate = np.zeros((prog.flit_flow.shape[0], 2), np.int64)
     fstate[:, 0] = prog.flit_flow.astype(np.int64) << 32
-    if seg_tab.shape[0] == 0:
-        seg_tab = np.zeros((1, 1, 3), np.int64)
-        seg_info = np.zeros((1, 3), np.int64)
-    return np.ascontiguousarray(seg_tab), np.ascontiguousarray(seg_info), flow_tab, fstate
+    return seg_tab, seg_info, flow_tab, fstate
 
 
 def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000,
-             stop_after_traffic=False) -> SimResult:
+             stop_after_traffic=False, merge=True) -> SimResult:
     """Run the compiled event loop to completion; raise :class:`SimulationError` if it cannot.
 
     ``stop_after_traffic``: stop as soon as the last *traffic* flit is
@@ -103,7 +207,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     qlink = np.full((n + n_iss, 2), -1, np.int64)
     scal[K.S_DW] = CAL_BUCKET_PS
     scal[K.S_NB] = CAL_BUCKETS
-    seg_tab, seg_info, flow_tab, fstate = pack(prog)
+    seg_tab, seg_info, flow_tab, fstate = pack(prog, merge)
     res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
     out = np.zeros(n_iss, np.int64)

@@ -37,6 +37,7 @@ except Exception:  # pragma: no cover - exercised only without numba
         return f
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB",
+           "uncontended_rows",
            "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
@@ -136,7 +137,8 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     """Process up to ``budget`` events.  Returns 1 when finished (or stopped), else 0.
 
     Packed layouts (built by ``fast.run_fast``): ``seg_tab[row, k] = (local
-    resource, svc, lat)``; ``seg_info[row] = (len, mark stage, mark offset)``;
+    resource, svc, lat, merged)`` (``merged``: the stage never waits and is
+    done in the event of the stage before; a zero column ends every row); ``seg_info[row] = (len, mark stage, mark offset)``;
     ``flow_tab[fl] = (n segments, row0, off0, row1, off1, ...)``;
     ``fstate[f] = (flow << 32 | segment << 16 | stage, row << 32 | offset)``:
     the stage the flit reaches next and its segment row and resource offset
@@ -263,11 +265,22 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
         if seg_info[row, 1] == k:
             store_ps[f] = start + seg_info[row, 2]
         nxt = start + svc + seg_tab[row, k, 2]
+        while seg_tab[row, k + 1, 3] != 0:                 # provably uncontended: same event (fast.uncontended_stages)
+            k += 1
+            r = seg_tab[row, k, 0] + (where & low32)
+            svc = seg_tab[row, k, 1]
+            start = nxt                                    # proven: never waits, whatever the event order
+            res_state[r, 1] += svc                         # free time untouched: another flit may visit r
+            #                                                as a real event, in its own (later) time order
+            hops += 1
+            if seg_info[row, 1] == k:
+                store_ps[f] = start + seg_info[row, 2]
+            nxt = start + svc + seg_tab[row, k, 2]
         if nxt > maxt:
             err = 1
             break
         if k + 1 < seg_info[row, 0]:
-            fstate[f, 0] = st + 1
+            fstate[f, 0] = (st & ~np.int64(0xFFFF)) | (k + 1)
         else:                                              # segment done: load the next one
             q = ((st & low32) >> 16) + 1
             fstate[f, 0] = (fl << 32) | (q << 16)
@@ -291,3 +304,52 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
         scal[S_ERR] = 1
         return 1
     return 1 if (hn == 0 and on == 0 and ringn == 0) else 0
+
+
+@_jit
+def uncontended_rows(seg_res, seg_svc, seg_lat, seg_len, flow_seg, flow_off, flow_nseg, used, n_res):
+    """Compiled form of ``fast.uncontended_stages`` (same rule, one pass over the used flows'
+    stages, no sorting): ``merge[row, k]`` for stage ``k >= 1`` of a row that never waits."""
+    q_n, w = seg_res.shape
+    pred = np.full(n_res, -2, np.int64)                  # -2: unseen, -1: entered from outside
+    plat = np.zeros(n_res, np.int64)
+    psvc = np.zeros(n_res, np.int64)
+    msvc = np.zeros(n_res, np.int64)
+    bad = np.zeros(n_res, np.int8)
+    for fl in range(flow_seg.shape[0]):
+        if not used[fl]:
+            continue
+        p, pl, ps = np.int64(-1), np.int64(-1), np.int64(-1)
+        for q in range(flow_nseg[fl]):
+            row = flow_seg[fl, q]
+            off = np.int64(flow_off[fl, q])
+            for k in range(seg_len[row]):
+                r = np.int64(seg_res[row, k]) + off
+                if pred[r] == -2:
+                    pred[r], plat[r], psvc[r] = p, pl, ps
+                elif pred[r] != p or plat[r] != pl or psvc[r] != ps:
+                    bad[r] = 1
+                if seg_svc[row, k] > msvc[r]:
+                    msvc[r] = seg_svc[row, k]
+                p, pl, ps = r, seg_lat[row, k], seg_svc[row, k]
+    merge = np.zeros((q_n, w), np.bool_)
+    seen = np.zeros(q_n, np.int8)
+    for fl in range(flow_seg.shape[0]):
+        if not used[fl]:
+            continue
+        for q in range(flow_nseg[fl]):
+            row = flow_seg[fl, q]
+            off = np.int64(flow_off[fl, q])
+            if seen[row] == 0:
+                seen[row] = 1
+                for k in range(1, seg_len[row]):
+                    merge[row, k] = True
+            for k in range(1, seg_len[row]):
+                r = np.int64(seg_res[row, k]) + off
+                if bad[r] or pred[r] < 0 or msvc[r] > psvc[r]:
+                    merge[row, k] = False
+    if w > 1:
+        for fl in range(flow_seg.shape[0]):
+            if used[fl] and flow_nseg[fl] > 0:
+                merge[flow_seg[fl, 0], 1] = False        # stage 1 of a first segment follows the issue event
+    return merge
