@@ -31,6 +31,8 @@ from typing import Any, Mapping
 import numpy as np
 from flax import struct
 
+from .checks import check_float_fields
+
 __all__ = [
     "System",
     "preset",
@@ -194,14 +196,6 @@ _POSITIVE_FLOAT = (
 _NONNEG_FLOAT = ("die_crossing_ns", "cu_to_noc_ns", "hbm_latency_ns", "switch_latency_ns")
 
 
-def _is_concrete(v) -> bool:
-    try:
-        np.asarray(v, dtype=float)
-        return True
-    except Exception:  # a tracer: cannot be checked, and need not be
-        return False
-
-
 def validate(s: System) -> System:
     """Raise ``ValueError`` naming the first bad field; return ``s`` if fine."""
     for k in _POSITIVE_INT:
@@ -210,17 +204,7 @@ def validate(s: System) -> System:
             raise ValueError(f"System.{k} must be a positive integer, got {v!r}")
     if not isinstance(s.n_gpus, (int, np.integer)) or s.n_gpus < 1:
         raise ValueError(f"System.n_gpus must be an integer >= 1, got {s.n_gpus!r}")
-    for k in _POSITIVE_FLOAT + _NONNEG_FLOAT:
-        v = getattr(s, k)
-        if not _is_concrete(v):
-            continue
-        a = np.asarray(v, dtype=float)
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"System.{k} must be finite, got {v!r}")
-        if k in _POSITIVE_FLOAT and np.any(a <= 0):
-            raise ValueError(f"System.{k} must be > 0, got {v!r}")
-        if k in _NONNEG_FLOAT and np.any(a < 0):
-            raise ValueError(f"System.{k} must be >= 0, got {v!r}")
+    check_float_fields("System", s, _POSITIVE_FLOAT, _NONNEG_FLOAT)
     if s.mesh_cols % s.n_dies:
         raise ValueError(
             f"System.n_dies={s.n_dies} must divide mesh_cols={s.mesh_cols} "

@@ -41,6 +41,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from ..checks import check_float_fields
+from ..checks import concrete as _concrete
+
 __all__ = [
     "KernelHW", "OPS", "FUSED_OPS", "COLLECTIVE_OPS", "SCHEDULES", "MECHANISMS",
     "mechanism_bw", "comm_pattern_bytes", "comm_time_ns", "nuna_collective_ns",
@@ -121,27 +124,8 @@ _HW_POSITIVE = (
 _HW_NONNEG = ("sync_intra_ns", "sync_inter_ns", "launch_ns")
 
 
-def _concrete(v):
-    """``np.ndarray`` of ``v`` if it is concrete, else None (a tracer)."""
-    if isinstance(v, jax.core.Tracer):
-        return None
-    try:
-        return np.asarray(v, dtype=float)
-    except Exception:
-        return None
-
-
 def _validate_hw(hw: KernelHW) -> KernelHW:
-    for k in _HW_POSITIVE + _HW_NONNEG:
-        a = _concrete(getattr(hw, k))
-        if a is None:
-            continue
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"KernelHW.{k} must be finite, got {getattr(hw, k)!r}")
-        if k in _HW_POSITIVE and np.any(a <= 0):
-            raise ValueError(f"KernelHW.{k} must be > 0, got {getattr(hw, k)!r}")
-        if k in _HW_NONNEG and np.any(a < 0):
-            raise ValueError(f"KernelHW.{k} must be >= 0, got {getattr(hw, k)!r}")
+    check_float_fields("KernelHW", hw, _HW_POSITIVE, _HW_NONNEG)
     g = _concrete(hw.gemm_eff)
     if g is not None and np.any(g > 1):
         raise ValueError(f"KernelHW.gemm_eff must be <= 1, got {hw.gemm_eff!r}")
