@@ -38,7 +38,7 @@ import jax  # noqa: E402
 from nuna_jax import sim  # noqa: E402
 from nuna_jax.placement import POLICIES  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
-from nuna_jax.system import preset  # noqa: E402
+from nuna_jax.presets import preset  # noqa: E402
 
 GUARD_S = 180.0
 

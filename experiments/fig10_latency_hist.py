@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 from nuna_jax import path, sim  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
-from nuna_jax.system import preset  # noqa: E402
+from nuna_jax.presets import preset  # noqa: E402
 
 PAPER = {"ua": {"mean": 920.0, "max": 1320.0}, "nap+nar": {"mean": 780.0, "max": 1180.0}}
 BIN_NS = 20.0

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 
 from nuna_jax import sim  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
-from nuna_jax.system import preset  # noqa: E402
+from nuna_jax.presets import preset  # noqa: E402
 
 SIZES_MB = [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]
 POLICIES = ("ua", "nap+nar")

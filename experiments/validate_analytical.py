@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from nuna_jax import sim  # noqa: E402
 from nuna_jax.models import contention  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
-from nuna_jax.system import preset  # noqa: E402
+from nuna_jax.presets import preset  # noqa: E402
 
 COLLECTIVES = ("allgather", "alltoall", "allreduce")
 SIZES = (100_000, 1_000_000, 4_000_000)

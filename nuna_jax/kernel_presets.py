@@ -85,7 +85,7 @@ _B200_SRC = dict(
 
 
 def nuna_table2_hw(n_gpus: int = 8, **system_overrides) -> KernelHW:
-    """The NUNA Table-2 socket (nuna_jax.system preset "table2") as a KernelHW.
+    """The NUNA Table-2 socket (nuna_jax.presets preset "table2") as a KernelHW.
 
     T_comm comes from the NUNA collective model (``comm_model="nuna"``, see
     ``models.kernel.nuna_collective_ns``).  Compute, HBM and the scale-up
@@ -96,7 +96,8 @@ def nuna_table2_hw(n_gpus: int = 8, **system_overrides) -> KernelHW:
     for this socket: all three mechanisms get the nominal link bandwidth and
     H100's message-size curves (an assumption).
     """
-    from .system import preset, cu_router, port_router
+    from .system import cu_router, port_router
+    from .presets import preset
     from .models import mesh
     s = preset("table2", n_gpus=n_gpus, **system_overrides)
     cu = np.unique(cu_router(s))

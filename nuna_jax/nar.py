@@ -31,7 +31,8 @@ import numpy as np
 
 from .system import System, cu_router, hop_count, port_router, stack_router
 
-__all__ = ["Domains", "nar_domains", "perimeter_order", "port_of_flit", "max_useful_granularity"]
+__all__ = ["Domains", "nar_domains", "perimeter_order", "hash_residue", "port_of_residue", "port_of_flit",
+           "max_useful_granularity"]
 
 
 class Domains(NamedTuple):
@@ -43,9 +44,6 @@ class Domains(NamedTuple):
     port_domain: ``[n_io_ports]`` domain of every port.
     stack_order: ``[g, n_hbm_stacks]`` stacks by increasing mean hop distance
         from the domain's port routers (ties: lower stack id).
-    nearest_stacks: list of ``g`` arrays: the ``max(1, n_stacks // g)``
-        nearest stacks of each domain (section 4.1: "restricted ... to a
-        specific HBM stacks closer to the subset of I/O ports").
     cu_order: ``[g, n_cus]`` CUs by increasing mean hop distance to the
         domain's port routers (ties: lower CU id); Algorithm 1's search order.
     cu_domain: ``[n_cus]`` the domain nearest each CU (mean hop distance to its
@@ -59,7 +57,6 @@ class Domains(NamedTuple):
     size: np.ndarray
     port_domain: np.ndarray
     stack_order: np.ndarray
-    nearest_stacks: list
     cu_order: np.ndarray
     cu_domain: np.ndarray
 
@@ -100,14 +97,21 @@ def nar_domains(s: System, granularity: int) -> Domains:
     stack_order = np.stack([np.lexsort((np.arange(s.n_hbm_stacks), np.round(d, 9))) for d in d_st])
     cu_order = np.stack([np.lexsort((np.arange(s.n_cus), np.round(d, 9))) for d in d_cu])
     cu_domain = np.argmin(np.round(d_cu, 9), axis=0)  # argmin picks the lowest id on ties
-    k = max(1, s.n_hbm_stacks // g)
-    nearest = [o[:k].copy() for o in stack_order]
-    return Domains(g, ports, flat, offset, size, port_domain, stack_order, nearest, cu_order,
+    return Domains(g, ports, flat, offset, size, port_domain, stack_order, cu_order,
                    cu_domain.astype(np.int64))
+
+
+def hash_residue(dst_addr, flit_bytes: int, m):
+    """The hash's index into a domain of ``m`` ports: ``(dst_addr // flit_bytes) mod m``."""
+    return (np.asarray(dst_addr, dtype=np.int64) // flit_bytes) % m
+
+
+def port_of_residue(dom: Domains, domain, residue) -> np.ndarray:
+    """Port id at position ``residue`` of domain ``domain``'s ascending port list."""
+    return dom.flat[dom.offset[np.asarray(domain, dtype=np.int64)] + residue]
 
 
 def port_of_flit(dom: Domains, domain, dst_addr, flit_bytes: int) -> np.ndarray:
     """The hash: ``ports[d][(dst_addr // flit_bytes) mod m_d]`` (vectorized)."""
     d = np.asarray(domain, dtype=np.int64)
-    a = np.asarray(dst_addr, dtype=np.int64) // flit_bytes
-    return dom.flat[dom.offset[d] + a % dom.size[d]]
+    return port_of_residue(dom, d, hash_residue(dst_addr, flit_bytes, dom.size[d]))

@@ -1,7 +1,7 @@
 """One entry point from "collective + policy" to traffic, shared by the CLIs
-(place, estimate, simulate, optimize): plan -> placement -> traffic.
+(place, estimate, simulate): plan -> placement -> traffic.
 
->>> from nuna_jax.system import preset
+>>> from nuna_jax.presets import preset
 >>> sc = make_scenario(preset("table2"), collective="allgather", size_bytes=10**6, policy="nap+nar")
 >>> sc.traffic.total_bytes == 7 * 10**6
 True
@@ -15,9 +15,10 @@ from .msccl import load_msccl
 from .placement import POLICIES, Placement, canonical_policy, place
 from .plans import ALGORITHMS, COLLECTIVES, Plan, make_plan
 from .system import System
-from .traffic import Traffic, build_traffic
+from .lowering import build_traffic
+from .traffic import Traffic
 
-__all__ = ["Scenario", "make_scenario", "add_scenario_args", "scenario_from_args", "POLICIES",
+__all__ = ["Scenario", "make_scenario", "POLICIES",
            "COLLECTIVES", "ALGORITHMS"]
 
 
@@ -63,40 +64,3 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
                          tbs_per_gpu=tbs_per_gpu, elem_bytes=elem_bytes)
     pl = place(system, plan, policy, nar_granularity=nar_granularity)
     return Scenario(system, plan, pl, build_traffic(system, plan, pl))
-
-
-def add_scenario_args(p) -> None:
-    """Add --collective/--plan, --size, --policy, --tbs, --nar-granularity, --algorithm."""
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--collective", metavar="NAME",
-                     help=f"generated collective: {', '.join(COLLECTIVES)}")
-    src.add_argument("--plan", metavar="FILE.xml", help="an MSCCL XML algorithm file instead of --collective")
-    p.add_argument("--size", required=True, metavar="SIZE",
-                   help="per-GPU buffer size, e.g. 100kB, 1MB (decimal), 1MiB (binary)")
-    p.add_argument("--policy", default="nap+nar", metavar="POLICY",
-                   help=f"placement/routing: {', '.join(x.lower() for x in POLICIES)} (default nap+nar)")
-    p.add_argument("--tbs", type=int, default=None, metavar="N",
-                   help="threadblocks per GPU for generated plans (default: n_gpus - 1)")
-    p.add_argument("--nar-granularity", type=int, default=None, metavar="G",
-                   help="NAR domains (default: logical groups per GPU clamped to [2, 2*mesh_rows])")
-    p.add_argument("--algorithm", default="direct", choices=ALGORITHMS,
-                   help="generated plan algorithm (default direct, as in the paper)")
-
-
-def scenario_from_args(args, system: System) -> Scenario:
-    """Scenario from parsed CLI args (see :func:`add_scenario_args`).
-
-    With ``--plan`` and no explicit ``--gpus``, the system takes the file's
-    GPU count.
-    """
-    from .cliutil import parse_size
-    size = parse_size(args.size)
-    plan_file = getattr(args, "plan", None)
-    if plan_file is not None and getattr(args, "gpus", None) is None:
-        from .msccl import msccl_gpus
-        n = msccl_gpus(plan_file)
-        if n != system.n_gpus:
-            system = system.replace(n_gpus=n)
-    return make_scenario(system, collective=getattr(args, "collective", None), plan_file=plan_file,
-                         size_bytes=size, policy=args.policy, tbs_per_gpu=args.tbs,
-                         nar_granularity=args.nar_granularity, algorithm=args.algorithm)

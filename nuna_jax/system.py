@@ -24,9 +24,7 @@ Geometry conventions (docs/model.md, "Geometry"):
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from flax import struct
@@ -35,17 +33,12 @@ from .checks import check_float_fields
 
 __all__ = [
     "System",
-    "preset",
-    "preset_names",
-    "from_params",
-    "from_toml",
     "cu_router",
     "stack_router",
     "port_router",
     "router_xy",
     "router_die",
     "validate",
-    "load_system",
 ]
 
 _static = lambda: struct.field(pytree_node=False)  # noqa: E731
@@ -95,17 +88,17 @@ class System:
     page_bytes: int = _static()
     max_outstanding_per_cu: int = _static()
 
-    noc_clock_ghz: Any = 1.2
-    hop_cycles: Any = 10.0
-    die_crossing_ns: Any = 0.0
-    cu_to_noc_ns: Any = 120.0
-    link_bw_bytes_per_ns: Any = 833.3333333333334
-    hbm_bw_bytes_per_ns: Any = 2500.0
-    hbm_latency_ns: Any = 150.0
-    port_bw_bytes_per_ns: Any = 50.0
-    switch_latency_ns: Any = 500.0
-    flops_bf16_per_ns: Any = 25e6
-    flops_fp4_per_ns: Any = 100e6
+    noc_clock_ghz: Any
+    hop_cycles: Any
+    die_crossing_ns: Any
+    cu_to_noc_ns: Any
+    link_bw_bytes_per_ns: Any
+    hbm_bw_bytes_per_ns: Any
+    hbm_latency_ns: Any
+    port_bw_bytes_per_ns: Any
+    switch_latency_ns: Any
+    flops_bf16_per_ns: Any
+    flops_fp4_per_ns: Any
 
     # ---- derived quantities (plain properties; no state) -------------------
     @property
@@ -281,155 +274,6 @@ def port_router(s: System) -> np.ndarray:
     west = y * s.mesh_cols + 0
     east = y * s.mesh_cols + (s.mesh_cols - 1)
     return np.concatenate([west, east]).astype(np.int32)
-
-
-# ---------------------------------------------------------------------------
-# presets and construction
-# ---------------------------------------------------------------------------
-def _table2_params() -> dict:
-    """NUNA Table 2 (section 5.3) and sections 3.1 / 5.1.
-
-    Derivations (docs/model.md, "Table 2 system"):
-    * hop: 10 cycles at 1.2 GHz = 8.333 ns.
-    * mesh link: 10 TB/s bisection; the minimum bisection of a 24x6 mesh cuts
-      6 bidirectional = 12 directed links -> 10e12 / 12 B/s = 833.3 B/ns per
-      directed link.
-    * HBM: 40 TB/s over 16 stacks = 2.5 TB/s = 2500 B/ns per stack.
-    * I/O: 7.2 TB/s over 144 ports = 50 GB/s = 50 B/ns per port, per direction.
-    * 25 PFLOPS bf16 = 25e6 FLOP/ns; 100 PFLOPS fp4 = 100e6 FLOP/ns.
-    """
-    return dict(
-        name="table2", mesh_cols=24, mesh_rows=6, n_dies=4, cus_per_router=4,
-        n_hbm_stacks=16, n_io_ports=144, n_gpus=8, flit_bytes=256, page_bytes=4096,
-        max_outstanding_per_cu=700,
-        noc_clock_ghz=1.2, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
-        link_bw_bytes_per_ns=10e3 / 12, hbm_bw_bytes_per_ns=40e3 / 16, hbm_latency_ns=150.0,
-        port_bw_bytes_per_ns=7.2e3 / 144, switch_latency_ns=500.0,
-        flops_bf16_per_ns=25e6, flops_fp4_per_ns=100e6,
-    )
-
-
-def _mono_params() -> dict:
-    """Illustrative single-die socket, modelled on an H100-class part.
-
-    One die, an 8x3 mesh with 4 CUs per router (96 CUs; H100 SXM has 132 SMs),
-    8 HBM stacks sharing 3.35 TB/s (H100 has 5 active stacks; 8 keeps the two
-    long edges symmetric), 18 ports of 25 GB/s per direction (NVLink 4: 18
-    links, 450 GB/s per direction), 1.6 GHz NoC, 0.99 PFLOPS bf16 dense.
-    Other latencies as Table 2.  Illustrative only: not calibrated to any
-    product.
-    """
-    return dict(
-        name="mono", mesh_cols=8, mesh_rows=3, n_dies=1, cus_per_router=4,
-        n_hbm_stacks=8, n_io_ports=18, n_gpus=8, flit_bytes=256, page_bytes=4096,
-        max_outstanding_per_cu=700,
-        noc_clock_ghz=1.6, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
-        link_bw_bytes_per_ns=512.0, hbm_bw_bytes_per_ns=3350.0 / 8, hbm_latency_ns=150.0,
-        port_bw_bytes_per_ns=25.0, switch_latency_ns=500.0,
-        flops_bf16_per_ns=0.99e6, flops_fp4_per_ns=0.99e6,
-    )
-
-
-def _quad_params() -> dict:
-    """Illustrative four-die socket loosely modelled on an MI300X-class part:
-    four compute dies in a row (a 16x4 global mesh, 256 CUs ~ MI300X's 304),
-    8 HBM stacks of 0.66 TB/s (5.3 TB/s), 16 ports of 32 GB/s (~ 7 Infinity
-    Fabric links at 64 GB/s bidirectional, rounded to an evenly spread count),
-    a die-crossing penalty of 20 ns.  Illustrative only: not calibrated."""
-    return dict(
-        name="quad", mesh_cols=16, mesh_rows=4, n_dies=4, cus_per_router=4,
-        n_hbm_stacks=8, n_io_ports=16, n_gpus=8, flit_bytes=256, page_bytes=4096,
-        max_outstanding_per_cu=700,
-        noc_clock_ghz=2.1, hop_cycles=10.0, die_crossing_ns=20.0, cu_to_noc_ns=120.0,
-        link_bw_bytes_per_ns=1024.0, hbm_bw_bytes_per_ns=5300.0 / 8, hbm_latency_ns=150.0,
-        port_bw_bytes_per_ns=32.0, switch_latency_ns=500.0,
-        flops_bf16_per_ns=1.3e6, flops_fp4_per_ns=2.6e6,
-    )
-
-
-_PRESETS = {"table2": _table2_params, "mono": _mono_params, "quad": _quad_params}
-
-
-def preset_names() -> list[str]:
-    return sorted(_PRESETS)
-
-
-def _coerce(params: Mapping[str, Any]) -> dict:
-    fields = {f.name: f for f in dataclasses.fields(System)}
-    unknown = sorted(set(params) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown System field(s): {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
-    out = {}
-    for k, v in params.items():
-        static = not fields[k].metadata.get("pytree_node", True)
-        if static and k != "name":
-            if isinstance(v, float) and v.is_integer():
-                v = int(v)
-        elif not static and isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-            v = float(v)
-        out[k] = v
-    return out
-
-
-def from_params(**params) -> System:
-    """Build and validate a System from plain keyword parameters.
-
-    Missing static fields are taken from the Table 2 preset.
-    """
-    base = _table2_params()
-    base["name"] = "custom"
-    base.update(params)
-    return validate(System(**_coerce(base)))
-
-
-def preset(name: str = "table2", **overrides) -> System:
-    """A named preset (``table2``, ``mono``, ``quad``), optionally overridden.
-
-    >>> preset("table2", n_gpus=64).n_gpus
-    64
-    """
-    key = str(name).lower()
-    if key not in _PRESETS:
-        raise ValueError(f"unknown system preset {name!r}; choose one of {', '.join(preset_names())}")
-    params = _PRESETS[key]()
-    params.update(overrides)
-    return validate(System(**_coerce(params)))
-
-
-def from_toml(path: str | Path) -> System:
-    """Read a System from TOML: an optional ``base = "<preset>"`` plus field overrides.
-
-    Keys may sit at top level or under a ``[system]`` table.
-    """
-    try:
-        import tomllib  # Python >= 3.11
-    except ModuleNotFoundError:  # pragma: no cover
-        import tomli as tomllib
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"system file {str(p)!r} does not exist")
-    with p.open("rb") as fh:
-        try:
-            data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"{p}: invalid TOML: {e}") from None
-    data = dict(data.get("system", data))
-    base = data.pop("base", None)
-    if base is not None:
-        return preset(base, **data)
-    return from_params(**data)
-
-
-def load_system(spec: str | None, n_gpus: int | None = None) -> System:
-    """Resolve a CLI ``--system`` value: a preset name or a path to a TOML file."""
-    spec = spec or "table2"
-    if spec.endswith(".toml"):
-        s = from_toml(spec)
-    else:
-        s = preset(spec)
-    if n_gpus is not None:
-        s = validate(s.replace(n_gpus=int(n_gpus)))
-    return s
 
 
 def hop_count(s: System, src_router, dst_router) -> np.ndarray:

@@ -43,12 +43,12 @@ def test_python_dash_m_entry_point():
 @pytest.mark.parametrize("text,expected", [("100kB", 100_000), ("1MB", 10**6), ("1GiB", 2**30),
                                            ("4096", 4096), ("1.5MB", 1_500_000), ("2 MiB", 2 * 2**20)])
 def test_parse_size(text, expected):
-    from nuna_jax.cliutil import parse_size
+    from nuna_jax.cli.common import parse_size
     assert parse_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "1XB", "-5MB", "0", "1.5B", "MB"])
 def test_parse_size_rejects(text):
-    from nuna_jax.cliutil import parse_size
+    from nuna_jax.cli.common import parse_size
     with pytest.raises(ValueError):
         parse_size(text)

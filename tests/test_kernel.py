@@ -301,7 +301,7 @@ def test_nuna_preset_runs_and_reports_path():
 
 # ---------------------------------------------------------------- CLI
 def _cli(argv):
-    from nuna_jax import cli_kernel
+    from nuna_jax.cli import kernel as cli_kernel
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="command")
     cli_kernel.add_parser(sub)

@@ -17,7 +17,7 @@ import pytest
 
 from nuna_jax import path, sim
 from nuna_jax.sim import kernel as K
-from nuna_jax.system import from_params, preset
+from nuna_jax.presets import from_params, preset
 from nuna_jax.traffic import make_traffic
 
 ONE_FLIT_NS = 845.0

@@ -4,7 +4,7 @@ import json
 
 from nuna_jax.cli import main
 from nuna_jax.scenario import make_scenario
-from nuna_jax.system import preset
+from nuna_jax.presets import preset
 
 
 def test_simulate_json(capsys):

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from nuna_jax import path, sim
 from nuna_jax.models import contention
 from nuna_jax.scenario import make_scenario
-from nuna_jax.system import preset
+from nuna_jax.presets import preset
 from nuna_jax.traffic import make_traffic
 
 from nuna_jax.sim.program import ROUNDING_SLACK_PS as SLACK

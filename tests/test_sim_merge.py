@@ -15,7 +15,7 @@ import pytest
 from nuna_jax.scenario import make_scenario
 from nuna_jax.sim import compile_program
 from nuna_jax.sim.fast import run_fast, uncontended_stages
-from nuna_jax.system import preset
+from nuna_jax.presets import preset
 
 FIELDS = ("issue_ps", "deliver_ps", "store_ps", "busy_ps", "flit_flow")
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from nuna_jax import sim
 from nuna_jax.sim.program import issue_order
 from nuna_jax.sim.reference import reference_issue_order
-from nuna_jax.system import from_params
+from nuna_jax.presets import from_params
 from nuna_jax.traffic import make_traffic
 
 MESHES = [(2, 1, 1), (2, 1, 2), (3, 2, 1), (4, 2, 2), (4, 3, 4), (6, 2, 3)]  # cols, rows, dies

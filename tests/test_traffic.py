@@ -7,8 +7,9 @@ import pytest
 
 from nuna_jax.placement import POLICIES, place
 from nuna_jax.plans import COLLECTIVES, make_plan
-from nuna_jax.system import preset
-from nuna_jax.traffic import build_traffic, Traffic, FIELDS
+from nuna_jax.presets import preset
+from nuna_jax.lowering import build_traffic
+from nuna_jax.traffic import Traffic, FIELDS
 
 
 def reference_rows(s, plan, pl):

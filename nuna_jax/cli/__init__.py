@@ -1,6 +1,6 @@
 """The ``nuna-jax`` command.
 
-Each subcommand lives in its own module ``nuna_jax.cli_<name>`` exposing
+Each subcommand lives in its own module ``nuna_jax.cli.<name>`` exposing
 ``add_parser(subparsers)`` (registers the subparser) and ``run(args) -> int``.
 This file only dispatches.
 """
@@ -13,11 +13,11 @@ import sys
 
 # subcommand name -> module; order is the order in --help
 SUBCOMMANDS = {
-    "info": "nuna_jax.cli_info",
-    "place": "nuna_jax.cli_place",
-    "estimate": "nuna_jax.cli_estimate",
-    "simulate": "nuna_jax.cli_simulate",
-    "kernel": "nuna_jax.cli_kernel",
+    "info": "nuna_jax.cli.info",
+    "place": "nuna_jax.cli.place",
+    "estimate": "nuna_jax.cli.estimate",
+    "simulate": "nuna_jax.cli.simulate",
+    "kernel": "nuna_jax.cli.kernel",
 }
 
 
@@ -27,7 +27,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
         description="Model, optimize and check collective communication on multi-die GPU "
                     "scale-up pods (NUNA). Default system: NUNA Table 2.",
     )
-    from . import __version__
+    from .. import __version__
     p.add_argument("--version", action="version", version=f"nuna-jax {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     runners = {}

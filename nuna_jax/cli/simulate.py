@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 import time
 
-from .cliutil import add_system_args, emit_json, system_from_args
+from .common import add_system_args, emit_json, system_from_args
 
 
 def add_parser(sub) -> None:
-    from .scenario import add_scenario_args
-    from .sim import ENGINES
+    from .common import add_scenario_args
+    from ..sim import ENGINES
     p = sub.add_parser(
         "simulate", help="simulate a collective flit by flit (exact, integer ps)",
         description="Build the collective's traffic (plan -> placement -> traffic, as `place` and "
@@ -27,8 +27,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .scenario import scenario_from_args
-    from .sim import SimulationError, simulate
+    from .common import scenario_from_args
+    from ..sim import SimulationError, simulate
     t0 = time.perf_counter()
     s = system_from_args(args)
     sc = scenario_from_args(args, s)

@@ -12,12 +12,12 @@ analytical network (``nuna_jax.astra``).
 
 from __future__ import annotations
 
-from .cliutil import add_system_args, emit_json, format_size, parse_size, system_from_args
-from .placement import FIGURE11_ORDER as POLICY_ORDER
+from .common import add_system_args, emit_json, format_size, parse_size, system_from_args
+from ..placement import FIGURE11_ORDER as POLICY_ORDER
 
 
 def add_parser(sub) -> None:
-    from .scenario import add_scenario_args
+    from .common import add_scenario_args
     p = sub.add_parser(
         "estimate", help="analytical time of a collective (path model + closed form)",
         description="Estimate a collective's completion time with the analytical NUNA path model "
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
 
 
 def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
-    from .models import collectives as C
+    from ..models import collectives as C
     out = {}
     _, beta, gamma = C.alpha_beta_gamma(s, "mean")
     for stat in C.STATS:
@@ -50,8 +50,8 @@ def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
 def _one(s, args, policy: str) -> dict:
     import copy
 
-    from .models.contention import evaluate
-    from .scenario import scenario_from_args
+    from ..models.contention import evaluate
+    from .common import scenario_from_args
     a = copy.copy(args)
     a.policy = policy
     sc = scenario_from_args(a, s)   # with --plan and no --gpus the system takes the file's GPU count
@@ -119,7 +119,7 @@ def run(args) -> int:
 
 
 def _run_network(args) -> int:
-    from .astra import collective_time_ns, load_network
+    from ..astra import collective_time_ns, load_network
     if not args.collective:
         raise ValueError("--network needs --collective (an MSCCL --plan has no closed form)")
     net = load_network(args.network)

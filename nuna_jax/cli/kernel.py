@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 
-from .models import kernel as K
+from ..models import kernel as K
 
 _TERMS = ("launch_ns", "comp_ns", "mem_ns", "comm_ns", "non_overlap_ns", "sync_ns", "total_ns")
 
 
 def add_parser(subparsers):
-    from .kernel_presets import kernel_preset_names
+    from ..kernel_presets import kernel_preset_names
     p = subparsers.add_parser(
         "kernel", help="ParallelKittens fused multi-GPU kernel cost model (T = launch + max(comp, mem, comm) + non-overlap + sync)",
         description="Per-GPU time of a fused GEMM+collective kernel (or a plain collective) "
@@ -43,7 +43,7 @@ def _f(x):
 
 
 def run(args) -> int:
-    from .kernel_presets import kernel_preset
+    from ..kernel_presets import kernel_preset
     hw = kernel_preset(args.system, n_gpus=args.gpus)
     t = K.kernel_terms(hw, args.op, args.m, args.n, args.k, args.gpus, args.schedule,
                        args.comm_sms, args.mechanism, n_bytes=args.n_bytes, elem_bytes=args.elem_bytes)

@@ -1,0 +1,149 @@
+"""Lowering: a placed plan becomes a flow table (docs/policies.md, "From a placed plan to traffic").
+
+``plans.Plan`` says what is sent (steps: threadblock, source and destination
+byte ranges); ``placement.Placement`` says where (threadblock -> CU, page ->
+HBM stack, threadblock -> NAR domain).  :func:`build_traffic` joins the two
+into a :class:`~nuna_jax.traffic.Traffic`, the seam both timing models read.
+
+Every step moves ``nbytes`` as ``F = ceil(nbytes / flit_bytes)`` flits; flit
+``k`` carries bytes ``[k*flit, min(nbytes, (k+1)*flit))`` of the step.  Flit
+``k`` is read from the stack holding the page of its first source byte
+``S + k*flit`` (on ``src_gpu``), written to the stack holding the page of
+``D + k*flit`` (on ``dst_gpu``), and leaves through the port that the NAR
+hash (:func:`nuna_jax.nar.port_of_flit`) gives for the destination address in
+its threadblock's routing domain.
+
+The counts are computed in closed form per *segment*, a run of flits with one
+(source page, destination page): the cost grows with the number of pages,
+never with the number of flits.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .nar import hash_residue, port_of_residue
+from .traffic import Traffic, make_traffic
+
+__all__ = ["build_traffic"]
+
+
+class _Segments(NamedTuple):
+    """Runs of flits of one step with constant (source page, destination page)."""
+
+    row: np.ndarray     # step row of each segment
+    first: np.ndarray   # index of the segment's first flit within its step
+    length: np.ndarray  # flits in the segment
+    last: np.ndarray    # bool: the step's last segment
+
+
+def _page_breaks(addr, n_flits, flit_bytes: int, page_bytes: int):
+    """(step row, flit index) of every flit that starts a new page, for start addresses ``addr``."""
+    first = addr // page_bytes
+    last = (addr + (n_flits - 1) * flit_bytes) // page_bytes
+    cnt = last - first
+    rows = np.repeat(np.arange(len(addr)), cnt)
+    j = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    page = first[rows] + 1 + j
+    return rows, -(-(page * page_bytes - addr[rows]) // flit_bytes)
+
+
+def _segments(src_addr, dst_addr, n_flits, flit_bytes: int, page_bytes: int) -> _Segments:
+    n = len(n_flits)
+    r1, k1 = _page_breaks(src_addr, n_flits, flit_bytes, page_bytes)
+    r2, k2 = _page_breaks(dst_addr, n_flits, flit_bytes, page_bytes)
+    rows = np.concatenate([np.arange(n), r1, r2])
+    ks = np.concatenate([np.zeros(n, np.int64), k1, k2])
+    span = int(n_flits.max()) + 1
+    key = np.unique(rows * span + ks)
+    row, first = key // span, key % span
+    last = np.append(row[1:] != row[:-1], True)
+    end = np.where(last, n_flits[row], np.append(first[1:], 0))
+    return _Segments(row, first, end - first, last)
+
+
+def _residue_counts(seg: _Segments, group, n_groups: int, residue0, m):
+    """Flits per (group, hash residue): a segment of ``L`` flits starting at residue
+    ``r0`` adds ``L // m`` to every residue and 1 to the ``L mod m`` residues after
+    ``r0`` (cyclically).  Returns (flat group, residue, count) over the ``sum(m + 1)``
+    slots of each group (slot ``m`` is scratch), and each group's slot base."""
+    g_m = np.zeros(n_groups, np.int64)
+    g_m[group] = m
+    base_of = np.concatenate([[0], np.cumsum(g_m + 1)[:-1]])
+    total = int((g_m + 1).sum())
+    full = np.bincount(group, weights=seg.length // m, minlength=n_groups)
+    rem = seg.length % m
+    b = residue0 + rem
+    wrap = b > m
+    base = base_of[group]
+    # difference array: +1 at r0, -1 at the end of the run (wrapping past m)
+    idx = np.concatenate([base + residue0, base + np.where(wrap, m, b), base[wrap], (base + b - m)[wrap]])
+    w = np.concatenate([np.ones(len(residue0)), -np.ones(len(residue0)),
+                        np.ones(int(wrap.sum())), -np.ones(int(wrap.sum()))])
+    cnt = np.cumsum(np.bincount(idx, weights=w, minlength=total + 1)[:total])
+    flat_g = np.repeat(np.arange(n_groups), g_m + 1)
+    res = np.arange(total) - base_of[flat_g]
+    return flat_g, res, cnt + full[flat_g], base_of, g_m
+
+
+def build_traffic(system, plan, placement) -> Traffic:
+    """The flows of a placed plan (``nuna_jax.plans.Plan`` + ``nuna_jax.placement.Placement``).
+
+    One row per (threadblock, step, egress port, read stack, destination
+    stack) with a nonzero flit count; ``bytes`` is the exact payload (the
+    step's last flit may be partial).  Rows are ordered by (threadblock,
+    step), then by the position at which the row's port first comes up in the
+    step's hash sequence, then stacks.
+    """
+    fb, pb = int(system.flit_bytes), int(system.page_bytes)
+    dom = placement.domains
+    if plan.n_steps == 0:
+        z = np.zeros(0)
+        return make_traffic(system, src_gpu=z, cu=z, read_stack=z, port=z, dst_gpu=z, dst_stack=z,
+                            flits=z, bytes=z)
+    tb = plan.step_tb
+    S = plan.src_addr(pb).astype(np.int64)
+    D = plan.dst_addr(pb).astype(np.int64)
+    nb = plan.nbytes.astype(np.int64)
+    F = -(-nb // fb)
+    d = np.asarray(placement.tb_domain, np.int64)[tb]
+    m = dom.size[d]
+    cu = np.asarray(placement.tb_cu, np.int64)[tb]
+    if np.any(cu < 0):
+        raise ValueError("build_traffic: a threadblock with steps has no CU (tb_cu == -1)")
+
+    seg = _segments(S, D, F, fb, pb)
+    ps = placement.page_stack
+    rs = ps[plan.src_gpu[seg.row], (S[seg.row] + seg.first * fb) // pb].astype(np.int64)
+    ds = ps[plan.dst_gpu[seg.row], (D[seg.row] + seg.first * fb) // pb].astype(np.int64)
+    if np.any(rs < 0) or np.any(ds < 0):
+        raise ValueError("build_traffic: a page touched by the plan has no stack (page_stack == -1)")
+
+    # --- group segments by (step, read stack, dst stack); count flits per hash residue
+    n_st = int(system.n_hbm_stacks)
+    ukey, gid = np.unique((seg.row * n_st + rs) * n_st + ds, return_inverse=True)
+    gid = gid.reshape(-1)
+    g_row, g_rs, g_ds = ukey // (n_st * n_st), (ukey // n_st) % n_st, ukey % n_st
+    r0 = hash_residue(D[seg.row] + seg.first * fb, fb, m[seg.row])
+    flat_g, res, cnt, g_base, g_m = _residue_counts(seg, gid, len(ukey), r0, m[seg.row])
+    keep = (res < g_m[flat_g]) & (cnt > 0.5)
+    og, ores, ocnt = flat_g[keep], res[keep], np.rint(cnt[keep]).astype(np.int64)
+    orow = g_row[og]
+
+    # --- bytes: full flits, minus the short tail of each step's last flit
+    obytes = ocnt * fb
+    tail_slot = g_base[gid[seg.last]] + hash_residue(D + (F - 1) * fb, fb, m)
+    obytes[(np.cumsum(keep) - 1)[tail_slot]] -= F * fb - nb
+
+    # --- order: (step row, first appearance of the residue in the hash sequence, stacks)
+    rel = (ores - hash_residue(D[orow], fb, m[orow])) % m[orow]
+    order = np.lexsort((g_ds[og], g_rs[og], rel, orow))
+    orow, og, ores = orow[order], og[order], ores[order]
+    cols = dict(
+        src_gpu=plan.src_gpu[orow], cu=cu[orow], read_stack=g_rs[og],
+        port=port_of_residue(dom, d[orow], ores), dst_gpu=plan.dst_gpu[orow], dst_stack=g_ds[og],
+        flits=ocnt[order].astype(np.float64), bytes=obytes[order].astype(np.float64),
+        tb=tb[orow], step=plan.step_idx[orow], phase=plan.phase[orow])
+    return make_traffic(system, **cols)
