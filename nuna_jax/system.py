@@ -24,6 +24,7 @@ Geometry conventions (docs/model.md, "Geometry"):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "router_xy",
     "router_die",
     "validate",
+    "stack_systems",
 ]
 
 _static = lambda: struct.field(pytree_node=False)  # noqa: E731
@@ -221,6 +223,29 @@ def validate(s: System) -> System:
         raise ValueError(
             f"System.page_bytes={s.page_bytes} must be a multiple of flit_bytes={s.flit_bytes}")
     return s
+
+
+def stack_systems(systems) -> System:
+    """One System whose continuous fields are stacked along a new leading axis.
+
+    All systems must share their static fields (mesh, counts, flit and page
+    sizes); the result is the batch that ``jax.vmap(f)(stacked)`` maps over,
+    equal to calling ``f`` on each system.  ``ValueError`` if the statics differ.
+    """
+    import jax
+    import jax.numpy as jnp
+    systems = list(systems)
+    if not systems:
+        raise ValueError("stack_systems: need at least one System")
+    statics = {f.name: getattr(systems[0], f.name) for f in dataclasses.fields(System)
+               if not f.metadata.get("pytree_node", True) and f.name != "name"}
+    for k, sy in enumerate(systems[1:], 1):
+        bad = [n for n, v in statics.items() if getattr(sy, n) != v]
+        if bad:
+            raise ValueError(f"stack_systems: system {k} differs from system 0 in static field(s) "
+                             f"{', '.join(bad)} (only continuous fields may vary in a batch)")
+    return jax.tree_util.tree_map(lambda *v: jnp.stack([jnp.asarray(x, jnp.result_type(float)) for x in v]),
+                                  *systems)
 
 
 # ---------------------------------------------------------------------------

@@ -109,3 +109,20 @@ def test_system_is_a_pytree_with_static_shape_fields():
     static = [f.name for f in dataclasses.fields(s) if not f.metadata.get("pytree_node", True)]
     assert "mesh_cols" in static and "n_gpus" in static
     assert len(leaves) == len(dataclasses.fields(s)) - len(static)
+
+
+def test_stack_systems_vmap_equals_single_calls():
+    import jax
+    import jax.numpy as jnp
+    from nuna_jax.models import mesh
+    from nuna_jax.system import stack_systems
+    hops = [6.0, 8.0, 10.0, 14.0]
+    ss = [preset("table2").replace(hop_cycles=h, die_crossing_ns=2.0 * h) for h in hops]
+    f = lambda s: mesh.latency_ns(s, jnp.array(0), jnp.array(143))  # noqa: E731
+    batched = jax.vmap(f)(stack_systems(ss))
+    for k, s in enumerate(ss):
+        assert float(batched[k]) == pytest.approx(float(f(s)), rel=1e-6)
+    # hand value: corner to corner = 23 + 5 hops at h/1.2 ns, 3 die crossings at 2h ns
+    assert float(batched[0]) == pytest.approx(28 * 6.0 / 1.2 + 3 * 12.0, rel=1e-6)
+    with pytest.raises(ValueError, match="mesh_cols"):
+        stack_systems([preset("table2"), preset("mono")])
