@@ -21,6 +21,11 @@ same threadblock in the same step:
     phase              global phase: no flit of phase k is issued before every
                        flit of phase k-1 is delivered (a barrier; models the
                        step dependencies of multi-step algorithms)
+    weight             probability that the flow exists, in [0, 1]: 1 for every
+                       row of a discrete placement; a relaxed placement lowers
+                       to one row per candidate weighted by its probability
+                       (docs/model.md, "Flow weight").  A float leaf, so
+                       ``t.replace(weight=w)`` works under ``jit`` and ``grad``.
 
 Only inter-GPU data is represented (``src_gpu != dst_gpu``); local copies
 are not traffic.  The analytical model (``models.contention``) and the
@@ -38,7 +43,7 @@ from flax import struct
 __all__ = ["Traffic", "make_traffic", "validate", "FIELDS"]
 
 FIELDS = ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack",
-          "flits", "bytes", "tb", "step", "phase")
+          "flits", "bytes", "tb", "step", "phase", "weight")
 _INT_FIELDS = ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "tb", "step", "phase")
 
 
@@ -57,6 +62,7 @@ class Traffic:
     tb: Any
     step: Any
     phase: Any
+    weight: Any
 
     @property
     def n_flows(self) -> int:
@@ -72,9 +78,9 @@ class Traffic:
 
     @property
     def is_hard(self) -> bool:
-        """True when every flow carries a whole number of flits (simulable)."""
+        """True when every flow carries a whole number of flits and weight 1 (simulable)."""
         f = np.asarray(self.flits)
-        return bool(np.all(f == np.round(f)))
+        return bool(np.all(f == np.round(f)) and np.all(np.asarray(self.weight) == 1))
 
     def numpy(self) -> "Traffic":
         return Traffic(**{k: np.asarray(getattr(self, k)) for k in FIELDS})
@@ -85,7 +91,7 @@ def make_traffic(system, **cols) -> Traffic:
     """Build a validated ``Traffic`` from column arrays (numpy, concrete).
 
     Defaults: ``bytes = flits * flit_bytes``, ``tb = 0``, ``step = 0``,
-    ``phase = 0``.  Raises ``ValueError`` naming the bad column.
+    ``phase = 0``, ``weight = 1``.  Raises ``ValueError`` naming the bad column.
     """
     missing = [k for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "flits")
                if k not in cols]
@@ -101,6 +107,8 @@ def make_traffic(system, **cols) -> Traffic:
             v = np.asarray(cols[k])
         elif k == "bytes":
             v = np.asarray(cols["flits"], dtype=np.float64) * system.flit_bytes
+        elif k == "weight":
+            v = np.ones(n)
         else:
             v = np.zeros(n, dtype=np.int32)
         v = np.broadcast_to(v, (n,)).copy() if v.ndim == 0 else v
@@ -130,6 +138,9 @@ def validate(system, t: Traffic) -> Traffic:
     f = np.asarray(t.flits)
     if f.size and (not np.all(np.isfinite(f)) or f.min() < 0):
         raise ValueError("Traffic.flits must be finite and >= 0")
+    w = np.asarray(t.weight)
+    if w.size and (not np.all(np.isfinite(w)) or w.min() < 0 or w.max() > 1):
+        raise ValueError("Traffic.weight must lie in [0, 1] (the probability that the flow exists)")
     b = np.asarray(t.bytes)
     if b.size and (b.min() < 0 or np.any(b > f * system.flit_bytes + 1e-6)):
         raise ValueError("Traffic.bytes must lie in [0, flits * flit_bytes]")

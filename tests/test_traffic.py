@@ -9,7 +9,7 @@ from nuna_jax.placement import POLICIES, place
 from nuna_jax.plans import COLLECTIVES, make_plan
 from nuna_jax.presets import preset
 from nuna_jax.lowering import build_traffic
-from nuna_jax.traffic import Traffic, FIELDS
+from nuna_jax.traffic import Traffic, FIELDS, make_traffic
 
 
 def reference_rows(s, plan, pl):
@@ -86,8 +86,20 @@ def test_large_size_is_closed_form():
 
 def test_traffic_fields_unchanged():
     assert FIELDS == ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack",
-                      "flits", "bytes", "tb", "step", "phase")
+                      "flits", "bytes", "tb", "step", "phase", "weight")
     assert Traffic.__dataclass_fields__.keys() >= set(FIELDS)
+
+
+def test_weight_defaults_to_one_and_is_validated():
+    s = preset("table2", n_gpus=2)
+    cols = dict(src_gpu=[0, 0], cu=[0, 1], read_stack=[0, 0], port=[0, 1], dst_gpu=[1, 1], dst_stack=[0, 0],
+                flits=[2.0, 3.0])
+    t = make_traffic(s, **cols)
+    assert np.all(t.weight == 1.0) and t.is_hard
+    assert not make_traffic(s, weight=[1.0, 0.5], **cols).is_hard
+    for bad in ([1.0, 1.5], [1.0, -0.1], [1.0, np.nan]):
+        with pytest.raises(ValueError, match="weight"):
+            make_traffic(s, weight=bad, **cols)
 
 
 def test_phase_and_step_columns():

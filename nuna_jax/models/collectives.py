@@ -199,7 +199,8 @@ def transfer_latency_terms(s: System):
         cols = dict(src_gpu=np.zeros(n, np.int32), dst_gpu=np.full(n, dst, np.int32),
                     cu=cu.ravel(), read_stack=rs.ravel(), port=p.ravel(), dst_stack=ds.ravel(),
                     flits=np.ones(n), bytes=np.full(n, float(s.flit_bytes)),
-                    tb=np.zeros(n, np.int32), step=np.zeros(n, np.int32), phase=np.zeros(n, np.int32))
+                    tb=np.zeros(n, np.int32), step=np.zeros(n, np.int32), phase=np.zeros(n, np.int32),
+                    weight=np.ones(n))
         return Traffic(**cols), shape
 
     t1, sh1 = grid(cus[:, None], stacks[None, :], 0, 0)

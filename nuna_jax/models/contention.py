@@ -47,7 +47,7 @@ import numpy as np
 from ..path import flow_stages, resource_layout
 from ..system import System, cu_router, port_router, stack_router
 from . import mesh
-from ..traffic import Traffic
+from ..traffic import FIELDS, Traffic
 
 __all__ = [
     "KINDS", "resolve_n_phases", "flow_latency_ns", "resource_busy_ns", "window_busy_ns",
@@ -151,8 +151,7 @@ def _pad_rows(t: Traffic, n_pad: int) -> Traffic:
     def pad(v):
         v = jnp.asarray(v)
         return jnp.concatenate([v, jnp.zeros((n_pad,), v.dtype)])
-    return Traffic(**{k: pad(getattr(t, k)) for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu",
-                                                      "dst_stack", "flits", "bytes", "tb", "step", "phase")})
+    return Traffic(**{k: pad(getattr(t, k)) for k in FIELDS})
 
 
 def _chunked(t: Traffic, chunk: int):
@@ -827,8 +826,7 @@ def pad_flows(t: Traffic, n_rows: int) -> Traffic:
     if n_rows < F:
         raise ValueError(f"pad_flows: n_rows={n_rows} < n_flows={F}")
     out = {}
-    for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "flits", "bytes", "tb", "step",
-              "phase"):
+    for k in FIELDS:
         v = np.asarray(getattr(t, k))
         out[k] = np.concatenate([v, np.zeros(n_rows - F, v.dtype)])
     return Traffic(**out)

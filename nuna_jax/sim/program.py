@@ -292,8 +292,8 @@ def compile_program(system: System, traffic: Traffic, background=None) -> Progra
     t = traffic.numpy()
     validate(system, t)
     if not t.is_hard:
-        raise ValueError("Traffic.flits must be whole numbers to simulate (soft traffic is for the "
-                         "analytical model only)")
+        raise ValueError("Traffic.flits must be whole numbers and Traffic.weight 1 to simulate (soft "
+                         "traffic is for the analytical model only)")
     lay = path.resource_layout(system)
     blocks, invs, offs = [], [], []
     if t.n_flows:
