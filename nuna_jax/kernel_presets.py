@@ -96,13 +96,12 @@ def nuna_table2_hw(n_gpus: int = 8, **system_overrides) -> KernelHW:
     for this socket: all three mechanisms get the nominal link bandwidth and
     H100's message-size curves (an assumption).
     """
-    from .system import cu_router, port_router
+    from .geometry import cu_router, port_router
+    from .path import head_latency_ns
     from .presets import preset
-    from .models import mesh
     s = preset("table2", n_gpus=n_gpus, **system_overrides)
     cu = np.unique(cu_router(s))
-    onchip = float(s.cu_to_noc_ns) + float(np.mean(np.asarray(
-        mesh.latency_ns(s, cu[:, None], port_router(s)[None, :]))))
+    onchip = float(s.cu_to_noc_ns) + float(np.mean(head_latency_ns(s, cu[:, None], port_router(s)[None, :])))
     rtt = 2.0 * (float(s.switch_latency_ns) + onchip)
     per_cu = s.max_outstanding_per_cu * s.flit_bytes / rtt
     link = float(s.scaleup_bw_bytes_per_ns)

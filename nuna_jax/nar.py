@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .system import System, cu_router, hop_count, port_router, stack_router
+from .geometry import cu_router, hops as hop_count, port_router, stack_router
+from .system import System
 
 __all__ = ["Domains", "nar_domains", "perimeter_order", "hash_residue", "port_of_residue", "port_of_flit",
            "max_useful_granularity"]

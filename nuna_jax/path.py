@@ -1,30 +1,32 @@
-"""The path of a flit: the ordered resources it occupies, and for how long.
+"""The path of a flit: the ordered resources it occupies, and for how long (docs/model.md, "The path of a flit").
 
-This module is the single definition of docs/model.md, "The path of a flit".
-Both the analytical model (``models.contention``) and the simulator (``sim``)
-build on :func:`flow_stages`, so they can never disagree about *where* a flit
-goes or what each stage costs at zero load.
+The one definition of a flit's zero-load path.  The analytical model
+(``models.contention``), the closed-form alpha (``models.collectives``), the
+latency spread (``models.spread``), the kernel model's on-chip alpha and the
+simulator's program (``sim``) all read it, so they can disagree only about
+queueing, never about where a flit goes or what a stage costs.
 
-A flow's path is a fixed-length list of ``n_stages(system)`` stages.  Each
-stage has a resource id (or ``-1`` for a pure-latency stage or padding), a
-*service* time (how long the resource is busy per flit) and a *latency* (how
-long after its service the flit reaches the next stage).  A flit that reaches
-a stage at time ``t`` starts service at ``max(t, resource free time)``, holds
-the resource for ``service`` and moves on ``service + latency`` after it
-started.  Zero-load latency of a flow is therefore
-``sum(service + latency)`` over its stages.
+Follow one flit of a remote store, from a threadblock on CU ``c`` of GPU
+``g`` to HBM stack ``ds`` of GPU ``dg`` (``H = max_hops``, ``r_*`` routers):
 
-Stages, in order (``H = max_hops(system)`` padded slots per mesh leg):
+ stage            slice (STAGES)  resource                 service          latency after service
+ CU issue         issue           CU(g, c)                 1 NoC cycle      cu_to_noc + head(r_c -> r_rs)   [read request]
+ HBM read         read            HBM(g, rs)               flit / hbm_bw    hbm_latency
+ response, H      response        LINK(g, l)               flit / link_bw   hop (+ die_crossing)           r_rs -> r_c
+ store issue      store_issue     none                     0                cu_to_noc
+ store, H         store           LINK(g, l)               flit / link_bw   hop (+ die_crossing)           r_c -> r_p
+ egress port      egress          EGRESS(g, p)             flit / port_bw   switch_latency
+ ingress port     ingress         INGRESS(dg, p)           flit / port_bw   0   (switch plane p)
+ delivery, H      deliver         LINK(dg, l)              flit / link_bw   hop (+ die_crossing)           r_p -> r_ds
+ HBM write        write           HBM(dg, ds)              flit / hbm_bw    hbm_latency
 
- 0      CU issue            res CU(src_gpu, cu)        svc 1 NoC cycle    lat cu_to_noc + mesh(cu -> read_stack)   [read request]
- 1      HBM read            res HBM(src_gpu, rstack)   svc flit/hbm_bw    lat hbm_latency
- 2..    response, H links   res LINK(src_gpu, l)       svc flit/link_bw   lat hop (+ die_crossing)   stack -> CU
- H+2    store issue         none                       svc 0              lat cu_to_noc
- ..     store, H links      res LINK(src_gpu, l)       svc flit/link_bw   lat hop (+ die_crossing)   CU -> egress port router
- 2H+3   egress port         res EGRESS(src_gpu, p)     svc flit/port_bw   lat switch_latency
- 2H+4   switch plane p out  res INGRESS(dst_gpu, p)    svc flit/port_bw   lat 0   (= ingress port p of dst_gpu)
- ..     delivery, H links   res LINK(dst_gpu, l)       svc flit/link_bw   lat hop (+ die_crossing)   port router -> dst stack
- 3H+5   HBM write           res HBM(dst_gpu, dstack)   svc flit/hbm_bw    lat hbm_latency
+A flit that reaches a stage at time ``t`` starts service at
+``max(t, resource free time)``, holds the resource for ``service`` and moves
+on ``service + latency`` after it started; its zero-load latency is the sum
+of ``service + latency`` over its stages.  That sum separates into three
+tables and one constant (:func:`path_tables`):
+
+    L = read_ns[r_c, rs] + to_port_ns[r_c, p] + switch_ns + deliver_ns[p, ds]
 """
 
 from __future__ import annotations
@@ -34,14 +36,19 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from .models import mesh
-from .system import System, cu_router, port_router, stack_router
+from . import geometry as geo
+from .system import System
 from .traffic import Traffic
 
-__all__ = ["ResourceLayout", "resource_layout", "n_stages", "Stages", "flow_stages", "stage_names",
-           "leg_latency_ns", "zero_load_latency_ns"]
+__all__ = ["ResourceLayout", "resource_layout", "n_stages", "StageSlices", "stage_slices", "stage_names",
+           "Stages", "flow_stages", "link_stages", "link_hop_ns", "issue_cycle_ns", "hbm_service_ns",
+           "port_service_ns", "request_ns", "head_latency_ns", "leg_latency_ns", "PathTables",
+           "path_tables", "flow_latency_ns", "zero_load_latency_ns"]
 
 
+# ---------------------------------------------------------------------------
+# resources
+# ---------------------------------------------------------------------------
 class ResourceLayout(NamedTuple):
     """Global resource id = ``gpu * per_gpu + offset_<kind> + local index``."""
 
@@ -62,26 +69,150 @@ class ResourceLayout(NamedTuple):
 
 
 def resource_layout(s: System) -> ResourceLayout:
-    o_cu = 0
-    o_hbm = o_cu + s.n_cus
+    o_hbm = s.n_cus
     o_link = o_hbm + s.n_hbm_stacks
-    o_eg = o_link + mesh.n_link_slots(s)
+    o_eg = o_link + geo.n_link_slots(s)
     o_in = o_eg + s.n_io_ports
     per = o_in + s.n_io_ports
-    return ResourceLayout(per, o_cu, o_hbm, o_link, o_eg, o_in, per * s.n_gpus)
+    return ResourceLayout(per, 0, o_hbm, o_link, o_eg, o_in, per * s.n_gpus)
+
+
+# ---------------------------------------------------------------------------
+# stages: names and slices
+# ---------------------------------------------------------------------------
+class StageSlices(NamedTuple):
+    """Column ranges of the stage table (``[lo, hi)``), in path order."""
+
+    issue: slice
+    read: slice
+    response: slice
+    store_issue: slice
+    store: slice
+    egress: slice
+    ingress: slice
+    deliver: slice
+    write: slice
+
+    @property
+    def read_side(self) -> slice:
+        """Issue, HBM read, response and store issue: depends on (CU, read stack) only."""
+        return slice(self.issue.start, self.store_issue.stop)
+
+    @property
+    def store_side(self) -> slice:
+        """The store leg CU -> port router: depends on (CU, port) only."""
+        return self.store
+
+    @property
+    def deliver_side(self) -> slice:
+        """Delivery leg and HBM write: depends on (port, destination stack) only."""
+        return slice(self.deliver.start, self.write.stop)
+
+
+def stage_slices(s: System) -> StageSlices:
+    h = geo.max_hops(s)
+    widths = (1, 1, h, 1, h, 1, 1, h, 1)
+    ends = np.cumsum(widths)
+    return StageSlices(*(slice(int(e - w), int(e)) for e, w in zip(ends, widths)))
 
 
 def n_stages(s: System) -> int:
-    return 3 * mesh.max_hops(s) + 6
+    return stage_slices(s).write.stop
 
 
 def stage_names(s: System) -> list[str]:
-    h = mesh.max_hops(s)
-    return (["cu_issue", "hbm_read"] + [f"resp_link{k}" for k in range(h)] + ["store_issue"]
-            + [f"store_link{k}" for k in range(h)] + ["egress_port", "ingress_port"]
-            + [f"deliver_link{k}" for k in range(h)] + ["hbm_write"])
+    names = []
+    for name, sl in stage_slices(s)._asdict().items():
+        w = sl.stop - sl.start
+        names += [name] if w == 1 else [f"{name}_link{k}" for k in range(w)]
+    return names
 
 
+# ---------------------------------------------------------------------------
+# the terms of the path
+# ---------------------------------------------------------------------------
+def link_hop_ns(s: System):
+    """Zero-load time of one flit per mesh hop, ns: serialization ``flit / link_bw`` + ``hop_ns``."""
+    return s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns
+
+
+def head_latency_ns(s: System, src_router, dst_router):
+    """Head latency of an XY route, ns: ``hops * hop_ns + die_crossings * die_crossing_ns``
+    (no serialization: a request travels as a header)."""
+    return (geo.hops(s, src_router, dst_router) * s.hop_ns
+            + geo.die_crossings(s, src_router, dst_router) * s.die_crossing_ns)
+
+
+def leg_latency_ns(s: System, src_router, dst_router):
+    """Zero-load time of a data flit over an XY mesh leg, ns: ``link_hop_ns`` per hop plus
+    ``die_crossing_ns`` per die boundary (the link stages' ``service + latency``)."""
+    return (geo.hops(s, src_router, dst_router) * link_hop_ns(s)
+            + geo.die_crossings(s, src_router, dst_router) * s.die_crossing_ns)
+
+
+def issue_cycle_ns(s: System):
+    """A CU issues one flit per NoC cycle, ns."""
+    return 1.0 / s.noc_clock_ghz
+
+
+def hbm_service_ns(s: System):
+    """An HBM stack's service time per flit, ns."""
+    return s.flit_bytes / s.hbm_bw_bytes_per_ns
+
+
+def port_service_ns(s: System):
+    """An I/O port's service time per flit (one direction), ns."""
+    return s.flit_bytes / s.port_bw_bytes_per_ns
+
+
+def request_ns(s: System, cu_router_id, stack_router_id):
+    """CU issue cycle + request head latency: a read request reaches its stack, ns."""
+    return issue_cycle_ns(s) + s.cu_to_noc_ns + head_latency_ns(s, cu_router_id, stack_router_id)
+
+
+class PathTables(NamedTuple):
+    """Zero-load latency of every separable part of the path, ns (docs/model.md).
+
+    request_ns[router, stack]: CU issue + request, until the read reaches the stack.
+    read_ns[router, stack]: issue .. store issue done (request, HBM read, response, cu_to_noc).
+    to_port_ns[router, port]: the store leg from the CU's router to the port's router.
+    switch_ns: egress port + switch + ingress port (a scalar).
+    deliver_ns[port, stack]: delivery leg from the port's router + HBM write.
+    """
+
+    request_ns: Any
+    read_ns: Any
+    to_port_ns: Any
+    switch_ns: Any
+    deliver_ns: Any
+
+
+def path_tables(s: System) -> PathTables:
+    """The latency tables of system ``s`` (jit/vmap/grad in ``s``'s continuous fields)."""
+    routers = jnp.arange(s.n_routers)
+    st = jnp.asarray(geo.stack_router(s))
+    pt = jnp.asarray(geo.port_router(s))
+    hbm = hbm_service_ns(s) + s.hbm_latency_ns
+    req = request_ns(s, routers[:, None], st[None, :])
+    read = req + hbm + leg_latency_ns(s, st[None, :], routers[:, None]) + s.cu_to_noc_ns
+    to_port = leg_latency_ns(s, routers[:, None], pt[None, :])
+    switch = 2.0 * port_service_ns(s) + s.switch_latency_ns
+    deliver = leg_latency_ns(s, pt[:, None], st[None, :]) + hbm
+    return PathTables(req, read, to_port, switch, deliver)
+
+
+def flow_latency_ns(s: System, t: Traffic, tables: PathTables | None = None):
+    """Zero-load latency of one flit of each flow from the tables, ns, ``[n_flows]``."""
+    tab = path_tables(s) if tables is None else tables
+    cr = jnp.asarray(geo.cu_router(s))[jnp.asarray(t.cu)]
+    p = jnp.asarray(t.port)
+    return (tab.read_ns[cr, jnp.asarray(t.read_stack)] + tab.to_port_ns[cr, p] + tab.switch_ns
+            + tab.deliver_ns[p, jnp.asarray(t.dst_stack)])
+
+
+# ---------------------------------------------------------------------------
+# the stage table
+# ---------------------------------------------------------------------------
 class Stages(NamedTuple):
     """Per-flow stage arrays, each ``[n_flows, n_stages]``."""
 
@@ -90,12 +221,13 @@ class Stages(NamedTuple):
     latency_ns: Any  # float, pure latency after service
 
 
-def _leg(s: System, gpu, src_router, dst_router, layout: ResourceLayout):
-    links = mesh.route_links(s, src_router, dst_router)  # [F, H]
+def link_stages(s: System, gpu, src_router, dst_router, layout: ResourceLayout):
+    """Link stages of an XY leg: ``[F, H]`` resources, service and latency (-1, 0, 0 padding)."""
+    links = geo.route_links(s, src_router, dst_router)
     valid = links >= 0
     res = jnp.where(valid, gpu[:, None] * layout.per_gpu + layout.offset_link + links, -1)
     svc = jnp.where(valid, s.flit_bytes / s.link_bw_bytes_per_ns, 0.0)
-    cross = mesh.link_crosses_die(s, jnp.maximum(links, 0))
+    cross = geo.link_crosses_die(s, jnp.maximum(links, 0))
     lat = jnp.where(valid, s.hop_ns + jnp.where(cross, s.die_crossing_ns, 0.0), 0.0)
     return res, svc, lat
 
@@ -103,9 +235,9 @@ def _leg(s: System, gpu, src_router, dst_router, layout: ResourceLayout):
 def flow_stages(s: System, t: Traffic) -> Stages:
     """Stage table of every flow of ``t`` (jit-able; differentiable in ``s``'s leaves)."""
     lay = resource_layout(s)
-    cu_r = jnp.asarray(cu_router(s))
-    st_r = jnp.asarray(stack_router(s))
-    pt_r = jnp.asarray(port_router(s))
+    cu_r = jnp.asarray(geo.cu_router(s))
+    st_r = jnp.asarray(geo.stack_router(s))
+    pt_r = jnp.asarray(geo.port_router(s))
     g, dg = jnp.asarray(t.src_gpu), jnp.asarray(t.dst_gpu)
     cu = jnp.asarray(t.cu)
     rs, ds, p = jnp.asarray(t.read_stack), jnp.asarray(t.dst_stack), jnp.asarray(t.port)
@@ -114,36 +246,27 @@ def flow_stages(s: System, t: Traffic) -> Stages:
     col = lambda v: jnp.broadcast_to(jnp.asarray(v, dtype=jnp.result_type(float)), (f,))[:, None]  # noqa: E731
     icol = lambda v: jnp.asarray(v, dtype=jnp.int32)[:, None]  # noqa: E731
 
-    cyc = 1.0 / s.noc_clock_ghz
-    hbm_svc = s.flit_bytes / s.hbm_bw_bytes_per_ns
-    port_svc = s.flit_bytes / s.port_bw_bytes_per_ns
-
-    req_lat = s.cu_to_noc_ns + mesh.latency_ns(s, cu_r[cu], st_r[rs])
-    issue = (icol(g * lay.per_gpu + lay.offset_cu + cu), cyc * ones, col(req_lat))
-    read = (icol(g * lay.per_gpu + lay.offset_hbm + rs), hbm_svc * ones, s.hbm_latency_ns * ones)
-    resp = _leg(s, g, st_r[rs], cu_r[cu], lay)
-    store = (jnp.full((f, 1), -1, jnp.int32), 0.0 * ones, s.cu_to_noc_ns * ones)
-    to_port = _leg(s, g, cu_r[cu], pt_r[p], lay)
-    egress = (icol(g * lay.per_gpu + lay.offset_egress + p), port_svc * ones, s.switch_latency_ns * ones)
-    ingress = (icol(dg * lay.per_gpu + lay.offset_ingress + p), port_svc * ones, 0.0 * ones)
-    deliver = _leg(s, dg, pt_r[p], st_r[ds], lay)
-    write = (icol(dg * lay.per_gpu + lay.offset_hbm + ds), hbm_svc * ones, s.hbm_latency_ns * ones)
-
-    parts = [issue, read, resp, store, to_port, egress, ingress, deliver, write]
+    hbm_svc, port_svc = hbm_service_ns(s), port_service_ns(s)
+    req_lat = s.cu_to_noc_ns + head_latency_ns(s, cu_r[cu], st_r[rs])
+    parts = [
+        (icol(g * lay.per_gpu + lay.offset_cu + cu), issue_cycle_ns(s) * ones, col(req_lat)),       # issue
+        (icol(g * lay.per_gpu + lay.offset_hbm + rs), hbm_svc * ones, s.hbm_latency_ns * ones),      # read
+        link_stages(s, g, st_r[rs], cu_r[cu], lay),                                                        # response
+        (jnp.full((f, 1), -1, jnp.int32), 0.0 * ones, s.cu_to_noc_ns * ones),                        # store_issue
+        link_stages(s, g, cu_r[cu], pt_r[p], lay),                                                         # store
+        (icol(g * lay.per_gpu + lay.offset_egress + p), port_svc * ones, s.switch_latency_ns * ones),  # egress
+        (icol(dg * lay.per_gpu + lay.offset_ingress + p), port_svc * ones, 0.0 * ones),              # ingress
+        link_stages(s, dg, pt_r[p], st_r[ds], lay),                                                        # deliver
+        (icol(dg * lay.per_gpu + lay.offset_hbm + ds), hbm_svc * ones, s.hbm_latency_ns * ones),     # write
+    ]
     res = jnp.concatenate([jnp.asarray(q[0], jnp.int32) for q in parts], axis=1)
     svc = jnp.concatenate([jnp.broadcast_to(q[1], q[0].shape) for q in parts], axis=1)
     lat = jnp.concatenate([jnp.broadcast_to(q[2], q[0].shape) for q in parts], axis=1)
     return Stages(res, svc, lat)
 
 
-def leg_latency_ns(s: System, src_router, dst_router):
-    """Zero-load time of one flit over an XY mesh leg, ns: per hop ``flit/link_bw + hop``,
-    plus ``die_crossing_ns`` per die boundary (the same terms as the link stages)."""
-    return (mesh.hops(s, src_router, dst_router) * (s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns)
-            + mesh.die_crossings(s, src_router, dst_router) * s.die_crossing_ns)
-
-
 def zero_load_latency_ns(s: System, t: Traffic):
-    """Latency of one flit of each flow when it meets no other flit, ns, ``[n_flows]``."""
+    """Latency of one flit of each flow when it meets no other flit, ns, ``[n_flows]``:
+    the sum of its stage table (equals :func:`flow_latency_ns` to float rounding)."""
     st = flow_stages(s, t)
     return jnp.sum(st.service_ns + st.latency_ns, axis=1)

@@ -38,7 +38,8 @@ import numpy as np
 
 from .nar import Domains, max_useful_granularity, nar_domains
 from .plans import Plan
-from .system import System, cu_router, hop_count, router_die, stack_router
+from .geometry import cu_router, hops as hop_count, router_die, stack_router
+from .system import System
 
 __all__ = [
     "POLICIES", "Placement", "PolicyOptions", "place", "canonical_policy", "policy_parts",

@@ -9,17 +9,9 @@ batched with ``vmap`` and differentiated with ``grad``.
 Units (see docs/model.md): time in ns, sizes in bytes, bandwidth in bytes/ns
 (numerically equal to GB/s, decimal), clock in GHz (cycles per ns).
 
-Geometry conventions (docs/model.md, "Geometry"):
-
-* the global mesh has ``mesh_cols`` columns (X, along the long dimension) and
-  ``mesh_rows`` rows (Y).  Router id ``r = y * mesh_cols + x``.
-* ``n_dies`` compute dies split the columns into equal vertical slabs.
-* HBM stacks sit on the two long edges (rows 0 and ``mesh_rows - 1``), half on
-  each, spread evenly over the columns; each attaches to one edge router.
-* I/O ports sit on the two short (far) edges (columns 0 and ``mesh_cols - 1``,
-  behind the I/O dies), half on each, spread evenly over the rows.  Port
-  ``p`` of every GPU attaches to switch plane ``p`` (rail-optimized Clos,
-  NUNA section 3.1.2).
+Where the routers, CUs, stacks and ports sit is :mod:`nuna_jax.geometry`;
+the numbers of the presets are :mod:`nuna_jax.presets`.  Port ``p`` of every
+GPU attaches to switch plane ``p`` (rail-optimized Clos, NUNA section 3.1.2).
 """
 
 from __future__ import annotations
@@ -34,11 +26,6 @@ from .checks import check_float_fields
 
 __all__ = [
     "System",
-    "cu_router",
-    "stack_router",
-    "port_router",
-    "router_xy",
-    "router_die",
     "validate",
     "stack_systems",
 ]
@@ -246,64 +233,3 @@ def stack_systems(systems) -> System:
                              f"{', '.join(bad)} (only continuous fields may vary in a batch)")
     return jax.tree_util.tree_map(lambda *v: jnp.stack([jnp.asarray(x, jnp.result_type(float)) for x in v]),
                                   *systems)
-
-
-# ---------------------------------------------------------------------------
-# geometry: where CUs, stacks and ports attach (numpy, static)
-# ---------------------------------------------------------------------------
-def router_xy(s: System, router) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) mesh coordinates of router ids (``r = y * mesh_cols + x``)."""
-    r = np.asarray(router)
-    return r % s.mesh_cols, r // s.mesh_cols
-
-
-def router_die(s: System, router) -> np.ndarray:
-    """Compute die (0 .. n_dies-1) owning each router (by column slab)."""
-    x, _ = router_xy(s, router)
-    return x // s.cols_per_die
-
-
-def cu_router(s: System) -> np.ndarray:
-    """Router of every CU, shape [n_cus]; CU ``c`` sits on router ``c // cus_per_router``."""
-    return np.arange(s.n_cus, dtype=np.int32) // s.cus_per_router
-
-
-def stack_router(s: System) -> np.ndarray:
-    """Router of every HBM stack, shape [n_hbm_stacks].
-
-    Stacks ``0 .. n/2-1`` sit on row 0, the rest on row ``mesh_rows-1``; on
-    each edge stack ``i`` owns the column span ``[i*w, (i+1)*w)`` with
-    ``w = mesh_cols / (n/2)`` and attaches to the router at its centre
-    column ``floor((i + 1/2) * w)``.
-    """
-    per_edge = s.n_hbm_stacks // 2
-    i = np.arange(per_edge)
-    x = np.floor((i + 0.5) * s.mesh_cols / per_edge).astype(np.int32)
-    top = 0 * s.mesh_cols + x
-    bottom = (s.mesh_rows - 1) * s.mesh_cols + x
-    return np.concatenate([top, bottom]).astype(np.int32)
-
-
-def port_router(s: System) -> np.ndarray:
-    """Router of every I/O port, shape [n_io_ports].
-
-    Ports ``0 .. n/2-1`` sit on column 0 (west short edge), the rest on column
-    ``mesh_cols-1`` (east).  On each edge, port ``k`` attaches to row
-    ``k // (n/2 / mesh_rows)``: consecutive ports are physically adjacent, so
-    a contiguous range of port ids is a contiguous stretch of edge.
-    """
-    per_edge = s.n_io_ports // 2
-    per_row = per_edge // s.mesh_rows
-    k = np.arange(per_edge)
-    y = k // per_row
-    west = y * s.mesh_cols + 0
-    east = y * s.mesh_cols + (s.mesh_cols - 1)
-    return np.concatenate([west, east]).astype(np.int32)
-
-
-def hop_count(s: System, src_router, dst_router) -> np.ndarray:
-    """Manhattan hop count between routers (numpy helper; see models.mesh for JAX)."""
-    sx, sy = router_xy(s, src_router)
-    dx, dy = router_xy(s, dst_router)
-    return np.abs(sx - dx) + np.abs(sy - dy)
-

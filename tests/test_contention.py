@@ -244,12 +244,10 @@ def test_zero_flit_flows_are_ignored():
     assert np.all(np.isfinite(np.asarray(g)))
 
 
-def test_chunked_scan_equals_single_pass(monkeypatch):
+def test_chunked_scan_equals_single_pass():
     t = rand_traffic(21, n=700, phases=2)
-    monkeypatch.setattr(K, "ENGINE", "stages")
-    ref = K.analyze(S, t, temperature_ns=3.0)
-    monkeypatch.setattr(K, "CHUNK_FLOWS", 128)   # 700 flows -> 6 chunks, last one padded
-    got = K.analyze(S, t, temperature_ns=3.0)
+    ref = K.analyze(S, t, temperature_ns=3.0, engine="stages")
+    got = K.analyze(S, t, temperature_ns=3.0, engine="stages", chunk_flows=128)  # 6 chunks, last padded
     for name in ("lower_bound_ns", "estimate_ns", "smooth_estimate_ns"):
         assert float(getattr(got, name)) == pytest.approx(float(getattr(ref, name)), rel=1e-5)
     np.testing.assert_allclose(np.asarray(got.busy_ns), np.asarray(ref.busy_ns), rtol=1e-5, atol=1e-4)
@@ -257,7 +255,7 @@ def test_chunked_scan_equals_single_pass(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["table2", pytest.param("quad", marks=pytest.mark.slow)])  # quad: die crossings
-def test_fast_runs_engine_equals_stage_table_engine(name, monkeypatch):
+def test_fast_runs_engine_equals_stage_table_engine(name):
     from nuna_jax import preset as _preset
     s = _preset(name)
     rng = np.random.default_rng(4)
@@ -269,9 +267,8 @@ def test_fast_runs_engine_equals_stage_table_engine(name, monkeypatch):
                      phase=rng.integers(0, 3, n))
     out = {}
     for eng in ("stages", "runs"):
-        monkeypatch.setattr(K, "ENGINE", eng)
-        tables = jax.jit(lambda s_, t_: K._tables(s_, t_, 3, engine=eng))
-        out[eng] = (K.analyze(s, t, temperature_ns=5.0), tables(s, t))
+        tables = jax.jit(lambda s_, t_: K.resource_tables(s_, t_, 3, engine=eng))
+        out[eng] = (K.analyze(s, t, temperature_ns=5.0, engine=eng), tables(s, t))
     (ca, ta), (cb, tb) = out["stages"], out["runs"]
     for name_ in ("lower_bound_ns", "estimate_ns", "smooth_estimate_ns"):
         assert float(getattr(cb, name_)) == pytest.approx(float(getattr(ca, name_)), rel=1e-5)

@@ -269,22 +269,14 @@ def test_presets_have_sources():
     assert {"h100", "h200", "b200", "nuna-table2", "h200-measured"} <= set(kernel_preset_names())
 
 
-def test_nuna_fallback_alpha_beta_by_hand():
-    from nuna_jax.system import cu_router, port_router
-    hw = kernel_preset("nuna-table2")
-    s = hw.system
-    cu = np.unique(cu_router(s))
-    pr = port_router(s)
-    cx, cy = cu % s.mesh_cols, cu // s.mesh_cols
-    px, py = pr % s.mesh_cols, pr // s.mesh_cols
-    hops = np.abs(cx[:, None] - px[None, :]) + np.abs(cy[:, None] - py[None, :])
-    alpha = 500.0 + 120.0 + hops.mean() * 10 / 1.2          # switch + cu_to_noc + mean mesh latency
+def test_nuna_comm_is_the_closed_form_direct_plan():
+    """T_comm on the NUNA socket is the closed-form direct all-pairs plan: alpha (mean
+    transfer latency) + (P-1)/P * S / scale-up bandwidth, by hand."""
+    from nuna_jax.models import collectives as Cf
+    s = kernel_preset("nuna-table2").system
     S, P = 1e8, 8
-    want = alpha + 7 / 8 * S / 7200.0
-    got = K._nuna_fallback_ns(s, "all-gather", S, P)
-    assert float(got) == pytest.approx(want, rel=1e-5)
-    want_ar = 2 * alpha + 2 * 7 / 8 * S / 7200.0
-    assert float(K._nuna_fallback_ns(s, "all-reduce", S, P)) == pytest.approx(want_ar, rel=1e-5)
+    alpha = float(Cf.alpha_ns(s, "mean"))
+    assert float(K.nuna_collective_ns(s, "all-gather", S, P)) == pytest.approx(alpha + 7 / 8 * S / 7200.0, rel=1e-5)
 
 
 def test_nuna_preset_runs_and_reports_path():

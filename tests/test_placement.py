@@ -7,7 +7,7 @@ from nuna_jax.msccl import load_msccl
 from nuna_jax.nar import nar_domains
 from nuna_jax.placement import POLICIES, algorithm1, logical_allocation, place
 from nuna_jax.plans import make_plan
-from nuna_jax.system import cu_router, hop_count, port_router, stack_router
+from nuna_jax.geometry import cu_router, hops as hop_count, port_router, stack_router
 from nuna_jax.presets import preset
 from nuna_jax.lowering import build_traffic
 from pathlib import Path

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nuna_jax import from_params, from_toml, preset
-from nuna_jax.system import cu_router, port_router, router_die, router_xy, stack_router
+from nuna_jax.geometry import cu_router, port_router, router_die, router_xy, stack_router
 
 
 def test_table2_numbers_from_the_paper():
@@ -114,11 +114,11 @@ def test_system_is_a_pytree_with_static_shape_fields():
 def test_stack_systems_vmap_equals_single_calls():
     import jax
     import jax.numpy as jnp
-    from nuna_jax.models import mesh
+    from nuna_jax.path import head_latency_ns
     from nuna_jax.system import stack_systems
     hops = [6.0, 8.0, 10.0, 14.0]
     ss = [preset("table2").replace(hop_cycles=h, die_crossing_ns=2.0 * h) for h in hops]
-    f = lambda s: mesh.latency_ns(s, jnp.array(0), jnp.array(143))  # noqa: E731
+    f = lambda s: head_latency_ns(s, jnp.array(0), jnp.array(143))  # noqa: E731
     batched = jax.vmap(f)(stack_systems(ss))
     for k, s in enumerate(ss):
         assert float(batched[k]) == pytest.approx(float(f(s)), rel=1e-6)

@@ -18,8 +18,7 @@ PAIR = dict(src_gpu=[0, 0], cu=[0, 0], read_stack=[0, 0], port=[0, 143], dst_gpu
 
 
 @pytest.fixture(params=["runs", "stages"])
-def engine(request, monkeypatch):
-    monkeypatch.setattr(C, "ENGINE", request.param)
+def engine(request):
     return request.param
 
 
@@ -34,7 +33,7 @@ def test_near_far_gradient_sign_and_magnitude(engine):
     assert gap > 300  # the far port is really far: 23 extra hops each way
 
     def f(p):
-        return C.smooth_estimate_ns(S2, t.replace(weight=jnp.stack([1.0 - p, p])), n_phases=1)
+        return C.smooth_estimate_ns(S2, t.replace(weight=jnp.stack([1.0 - p, p])), n_phases=1, engine=engine)
 
     for p in (0.01, 0.1, 0.5, 0.9, 0.99):
         v, g = jax.value_and_grad(f)(jnp.float32(p))
@@ -49,7 +48,7 @@ def test_near_far_gradient_sign_and_magnitude(engine):
 
 def test_busy_counts_weight_times_flits(engine):
     t = _pair(0.25)
-    busy = np.asarray(C.resource_busy_ns(S2, t, n_phases=1))[0]
+    busy = np.asarray(C.resource_busy_ns(S2, t, n_phases=1, engine=engine))[0]
     svc_port = S2.flit_bytes / S2.port_bw_bytes_per_ns
     from nuna_jax.path import resource_layout
     lay = resource_layout(S2)
@@ -62,11 +61,12 @@ def test_busy_counts_weight_times_flits(engine):
 def test_zero_weight_row_is_absent(engine):
     t = make_traffic(S2, weight=[1.0, 0.0], **PAIR)
     alone = make_traffic(S2, **{k: v[:1] for k, v in PAIR.items()})
-    a = C.analyze(S2, t, n_phases=1)
-    b = C.analyze(S2, alone, n_phases=1)
+    a = C.analyze(S2, t, n_phases=1, engine=engine)
+    b = C.analyze(S2, alone, n_phases=1, engine=engine)
     for name in ("estimate_ns", "lower_bound_ns", "smooth_estimate_ns"):
         assert float(getattr(a, name)) == pytest.approx(float(getattr(b, name)), rel=1e-6)
-    g = jax.grad(lambda w: C.smooth_estimate_ns(S2, t.replace(weight=w), n_phases=1))(jnp.array([1.0, 0.0]))
+    g = jax.grad(lambda w: C.smooth_estimate_ns(S2, t.replace(weight=w), n_phases=1, engine=engine))(
+        jnp.array([1.0, 0.0]))
     assert np.all(np.isfinite(np.asarray(g)))
 
 
@@ -74,6 +74,6 @@ def test_weight_one_changes_nothing(engine):
     """Weight 1 written out equals the default column: same estimate, bound and smooth estimate."""
     t1 = make_traffic(S2, **PAIR)
     t2 = make_traffic(S2, weight=[1.0, 1.0], **PAIR)
-    a, b = C.analyze(S2, t1, n_phases=1), C.analyze(S2, t2, n_phases=1)
+    a, b = C.analyze(S2, t1, n_phases=1, engine=engine), C.analyze(S2, t2, n_phases=1, engine=engine)
     assert float(a.smooth_estimate_ns) == float(b.smooth_estimate_ns)
     assert float(a.estimate_ns) == float(b.estimate_ns)

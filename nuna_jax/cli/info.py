@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .common import add_system_args, emit_json, system_from_args
 from ..models.spread import nuna_spread
-from ..system import router_xy
+from ..geometry import router_xy
 
 
 def add_parser(sub) -> None:
@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
 
 
 def info_dict(s) -> dict:
-    from ..system import port_router, stack_router
+    from ..geometry import port_router, stack_router
     d = s.summary()
     sp = nuna_spread(s)
     d["noc_latency_ns"] = {"cu_to_port": sp["cu_to_port"], "port_to_stack": sp["port_to_stack"]}

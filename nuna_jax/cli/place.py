@@ -12,7 +12,7 @@ import numpy as np
 from .common import add_system_args, emit_json, format_size, system_from_args
 from ..scenario import Scenario
 from .common import add_scenario_args, scenario_from_args
-from ..system import cu_router, hop_count, port_router, router_die, stack_router
+from ..geometry import cu_router, hops as hop_count, port_router, router_die, stack_router
 
 __all__ = ["add_parser", "run", "summary"]
 

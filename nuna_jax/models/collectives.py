@@ -49,10 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..path import flow_stages
+from ..path import path_tables
 from ..system import System
-from ..traffic import Traffic
-from . import mesh
 
 __all__ = [
     "COLLECTIVES", "ALGORITHMS", "collective_code", "algorithm_code", "cost_ns",
@@ -169,47 +167,14 @@ def cost_ns(collective, algorithm, p, n_bytes, alpha_ns, beta_ns_per_byte, gamma
 # ---------------------------------------------------------------------------
 # parameters from the system
 # ---------------------------------------------------------------------------
-def _stage_sum(s: System, t: Traffic, lo: int, hi: int):
-    st = flow_stages(s, t)
-    return jnp.sum(st.service_ns[:, lo:hi] + st.latency_ns[:, lo:hi], axis=1)
-
-
 def transfer_latency_terms(s: System):
-    """The zero-load transfer latency split into its three separable parts, ns.
-
-    From ``path.flow_stages`` (docs/model.md, "The path of a flit"), with
-    ``H = max_hops``: stages ``[0, H+2)`` (issue, request, HBM read, response)
-    depend only on (CU, read stack); ``[H+2, 2H+4)`` (store issue, CU -> port,
-    egress + switch) only on (CU, port); ``[2H+4, 3H+6)`` (ingress, delivery,
-    HBM write) only on (port, destination stack).  Returns
-    ``(read[router, stack], to_port[router, port], deliver[port, stack])``,
-    one CU per router standing for all (CUs of a router share its position).
-    """
-    h = mesh.max_hops(s)
-    routers = np.arange(s.n_routers, dtype=np.int32)
-    cus = routers * s.cus_per_router
-    stacks = np.arange(s.n_hbm_stacks, dtype=np.int32)
-    ports = np.arange(s.n_io_ports, dtype=np.int32)
-    dst = 1 if s.n_gpus > 1 else 0
-
-    def grid(cu, rs, p, ds):
-        cu, rs, p, ds = np.broadcast_arrays(cu, rs, p, ds)
-        shape = cu.shape
-        n = cu.size
-        cols = dict(src_gpu=np.zeros(n, np.int32), dst_gpu=np.full(n, dst, np.int32),
-                    cu=cu.ravel(), read_stack=rs.ravel(), port=p.ravel(), dst_stack=ds.ravel(),
-                    flits=np.ones(n), bytes=np.full(n, float(s.flit_bytes)),
-                    tb=np.zeros(n, np.int32), step=np.zeros(n, np.int32), phase=np.zeros(n, np.int32),
-                    weight=np.ones(n))
-        return Traffic(**cols), shape
-
-    t1, sh1 = grid(cus[:, None], stacks[None, :], 0, 0)
-    t2, sh2 = grid(cus[:, None], 0, ports[None, :], 0)
-    t3, sh3 = grid(0, 0, ports[:, None], stacks[None, :])
-    read = _stage_sum(s, t1, 0, h + 2).reshape(sh1)
-    to_port = _stage_sum(s, t2, h + 2, 2 * h + 4).reshape(sh2)
-    deliver = _stage_sum(s, t3, 2 * h + 4, 3 * h + 6).reshape(sh3)
-    return read, to_port, deliver
+    """The zero-load transfer latency split into its three separable parts, ns:
+    ``(read[router, stack], to_port[router, port], deliver[port, stack])`` from
+    :func:`nuna_jax.path.path_tables` (the switch crossing is counted in
+    ``to_port``); a transfer on (CU router r, read stack, port, destination stack)
+    takes ``read[r, rs] + to_port[r, p] + deliver[p, ds]``."""
+    tab = path_tables(s)
+    return tab.read_ns, tab.to_port_ns + tab.switch_ns, tab.deliver_ns
 
 
 def alpha_ns(s: System, stat: str = "mean"):

@@ -33,7 +33,6 @@ Modelling assumptions are listed in docs/kernel_model.md; the main ones:
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import jax
@@ -249,58 +248,17 @@ def comm_pattern_bytes(pattern: str, S, n_gpus):
 # ---------------------------------------------------------------------------
 # NUNA adapter (NUNA Table-2 socket: T_comm from this library's collective model)
 # ---------------------------------------------------------------------------
-_NUNA_PATH = {"path": None}
-
-
-def _nuna_fallback_ns(system, op: str, n_bytes, n_gpus):
-    """alpha-beta on the System: alpha = switch latency + mean on-chip CU->port
-    latency (cu_to_noc + XY mesh latency averaged over all CU/port pairs),
-    beta = 1 / scaleup_bw.  One-shot through the switch: one alpha for
-    AG/RS/A2A, two for AR (RS then AG)."""
-    from ..system import cu_router, port_router
-    from . import mesh
-    cu = np.unique(cu_router(system))
-    pr = port_router(system)
-    onchip = system.cu_to_noc_ns + jnp.mean(mesh.latency_ns(system, cu[:, None], pr[None, :]))
-    alpha = system.switch_latency_ns + onchip
-    P = jnp.asarray(n_gpus, jnp.float32)
-    S = jnp.asarray(n_bytes, jnp.float32)
-    steps = 2.0 if op == "all-reduce" else 1.0
-    frac = 2 * (P - 1) / P if op == "all-reduce" else (P - 1) / P
-    return steps * alpha + frac * S / system.scaleup_bw_bytes_per_ns
-
-
 def nuna_collective_ns(system, op: str, n_bytes, n_gpus):
-    """Time (ns) of collective ``op`` on ``n_bytes`` over ``n_gpus`` sockets of ``system``.
-
-    Uses ``nuna_jax.models.collectives.collective_time_ns(system, op, n_bytes,
-    algorithm="direct", n_gpus=n_gpus)`` (the one-round, all-pairs plan through
-    the switch, with the NUNA-aware mean alpha) when that module exists and
-    accepts the call;
-    otherwise the alpha-beta fallback :func:`_nuna_fallback_ns`.  Which path
-    ran is recorded; see :func:`nuna_comm_path`.
-    """
-    fn = None
-    try:
-        from . import collectives  # written concurrently; may not exist
-        fn = getattr(collectives, "collective_time_ns", None)
-    except ImportError:
-        fn = None
-    if fn is not None:
-        try:
-            out = fn(system, op, n_bytes, algorithm="direct", n_gpus=n_gpus)
-            _NUNA_PATH["path"] = ("nuna_jax.models.collectives.collective_time_ns "
-                                  "(algorithm='direct', mean NUNA alpha)")
-            return jnp.asarray(out, jnp.float32)
-        except (TypeError, ValueError, NotImplementedError, KeyError) as e:  # pragma: no cover
-            warnings.warn(f"collectives.collective_time_ns failed ({e}); using alpha-beta fallback")
-    _NUNA_PATH["path"] = "alpha-beta fallback (switch latency + mean on-chip latency, 1/scaleup_bw)"
-    return _nuna_fallback_ns(system, op, n_bytes, n_gpus)
+    """Time (ns) of collective ``op`` on ``n_bytes`` over ``n_gpus`` sockets of ``system``:
+    :func:`nuna_jax.models.collectives.collective_time_ns` with the one-round, all-pairs
+    (``direct``) plan through the switch and the NUNA mean alpha."""
+    from .collectives import collective_time_ns
+    return jnp.asarray(collective_time_ns(system, op, n_bytes, algorithm="direct", n_gpus=n_gpus), jnp.float32)
 
 
-def nuna_comm_path() -> str | None:
-    """Which path the last NUNA T_comm evaluation used (None if none ran yet)."""
-    return _NUNA_PATH["path"]
+def nuna_comm_path() -> str:
+    """Which model gives T_comm on a NUNA socket (reported by ``nuna-jax kernel``)."""
+    return "nuna_jax.models.collectives.collective_time_ns (algorithm='direct', mean NUNA alpha)"
 
 
 def comm_time_ns(hw: KernelHW, pattern: str, S, n_gpus, mech: str, msg_bytes, issue_sms, tau=0.0):

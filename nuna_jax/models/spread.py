@@ -12,9 +12,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..path import leg_latency_ns
-from ..system import System, cu_router, port_router, stack_router
-from . import mesh
+from ..geometry import cu_router, port_router, stack_router
+from ..path import head_latency_ns, path_tables
+from ..system import System
 
 PAPER_RATIOS = {
     "noc_worst_over_best": 3.0,
@@ -43,18 +43,13 @@ def nuna_spread(s: System) -> dict:
     cu = jnp.asarray(np.unique(cu_router(s)))
     pt = jnp.asarray(port_router(s))
     st = jnp.asarray(stack_router(s))
-    cu_to_port = s.cu_to_noc_ns + mesh.latency_ns(s, cu[:, None], pt[None, :])
-    port_to_stack = mesh.latency_ns(s, pt[:, None], st[None, :])
-
-    port_svc = s.flit_bytes / s.port_bw_bytes_per_ns
-    hbm_svc = s.flit_bytes / s.hbm_bw_bytes_per_ns
-    # store: [cu, port, dst stack]
-    store = (s.cu_to_noc_ns + leg_latency_ns(s, cu[:, None, None], pt[None, :, None])
-             + port_svc + s.switch_latency_ns + port_svc
-             + leg_latency_ns(s, pt[None, :, None], st[None, None, :]) + hbm_svc + s.hbm_latency_ns)
-    # read: [cu, local stack] = issue cycle + request + HBM + response
-    read = (1.0 / s.noc_clock_ghz + s.cu_to_noc_ns + mesh.latency_ns(s, cu[:, None], st[None, :])
-            + hbm_svc + s.hbm_latency_ns + leg_latency_ns(s, st[None, :], cu[:, None]))
+    cu_to_port = s.cu_to_noc_ns + head_latency_ns(s, cu[:, None], pt[None, :])
+    port_to_stack = head_latency_ns(s, pt[:, None], st[None, :])
+    tab = path_tables(s)
+    # store: [cu router, port, dst stack] = store issue + store leg + switch + delivery
+    store = (s.cu_to_noc_ns + tab.to_port_ns[cu][:, :, None] + tab.switch_ns + tab.deliver_ns[None, :, :])
+    # read: [cu router, local stack] = issue cycle + request + HBM + response
+    read = tab.read_ns[cu] - s.cu_to_noc_ns
     # transfer = read + store, over [cu, local stack, port, dst stack]
     transfer = read[:, :, None, None] + store[:, None, :, :]
 

@@ -3,7 +3,7 @@
 ``Traffic`` holds inter-GPU flows only; a concurrently running GEMM moves
 data between a GPU's own HBM stacks and its CUs.  A :class:`Background`
 table describes such flows; :func:`background_stages` gives their stages,
-built from the same mesh model (``nuna_jax.models.mesh``) and resource ids
+built from the same path terms (``nuna_jax.path``) and resource ids
 (``nuna_jax.path.resource_layout``) as the traffic, so they contend for the
 same mesh links and HBM stacks (docs/simulator.md, "Background flows"):
 
@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import path
-from ..models import mesh
-from ..system import System, cu_router, router_die, stack_router
+from ..geometry import cu_router, max_hops, router_die, stack_router
+from ..system import System
 
 __all__ = ["Background", "make_background", "background_stages", "gemm_background"]
 
@@ -80,29 +80,22 @@ def background_stages(system: System, bg: Background):
     g = jnp.asarray(bg.gpu)
     is_read = jnp.asarray(bg.kind) == READ
     b = g.shape[0]
-    h = mesh.max_hops(system)
-    cyc = 1.0 / system.noc_clock_ghz
-    hbm_svc = system.flit_bytes / system.hbm_bw_bytes_per_ns
-    link_svc = system.flit_bytes / system.link_bw_bytes_per_ns
+    h = max_hops(system)
+    cyc = path.issue_cycle_ns(system)
+    hbm_svc = path.hbm_service_ns(system)
     cu_id = g * lay.per_gpu + lay.offset_cu + jnp.asarray(bg.cu)
     hbm_id = g * lay.per_gpu + lay.offset_hbm + jnp.asarray(bg.stack)
     src = jnp.where(is_read, st_r, cu_r)
     dst = jnp.where(is_read, cu_r, st_r)
-    links = mesh.route_links(system, src, dst)                          # [B, H]
-    valid = links >= 0
-    l_res = jnp.where(valid, g[:, None] * lay.per_gpu + lay.offset_link + links, -1)
-    cross = mesh.link_crosses_die(system, jnp.maximum(links, 0))
-    l_lat = jnp.where(valid, system.hop_ns + jnp.where(cross, system.die_crossing_ns, 0.0), 0.0)
-    l_svc = jnp.where(valid, link_svc, 0.0)
+    legs = path.link_stages(system, g, src, dst, lay)                  # [B, H] each
     one = jnp.ones((b, 1))
     # read:  [cu issue, hbm read, H links, return-to-CU latency]
     # write: [cu issue, H links, hbm write, (pad)]
-    req = system.cu_to_noc_ns + mesh.latency_ns(system, cu_r, st_r)
+    req = system.cu_to_noc_ns + path.head_latency_ns(system, cu_r, st_r)
     issue = (cu_id[:, None], cyc * one, jnp.where(is_read, req, system.cu_to_noc_ns)[:, None])
     hbm = (hbm_id[:, None], hbm_svc * one, system.hbm_latency_ns * one)
     tail_r = (jnp.full((b, 1), -1), 0.0 * one, system.cu_to_noc_ns * one)
     pad = (jnp.full((b, 1), -1), 0.0 * one, 0.0 * one)
-    legs = (l_res, l_svc, l_lat)
     read_rows = [issue, hbm, legs, tail_r]
     write_rows = [issue, legs, hbm, pad]
     cat = lambda rows, i: jnp.concatenate([jnp.broadcast_to(r[i], (b, r[0].shape[1])) for r in rows], axis=1)  # noqa: E731

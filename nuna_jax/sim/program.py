@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import path
-from ..models import mesh
 from ..system import System
 from ..traffic import Traffic, make_traffic, validate
 
@@ -244,7 +243,7 @@ def _segments_of_traffic(system: System, t: Traffic):
     docs/model.md, so they are the path's own numbers; a flow's stage list is
     A + B + C + D + E (B empty when its CU sits on its port's router).
     """
-    h = mesh.max_hops(system)
+    sl = path.stage_slices(system)
     lay = path.resource_layout(system)
     ns, npt = system.n_hbm_stacks, system.n_io_ports
     cu, rs = np.asarray(t.cu, np.int64), np.asarray(t.read_stack, np.int64)
@@ -271,11 +270,11 @@ def _segments_of_traffic(system: System, t: Traffic):
         blocks.append(_compress(res, svc_all[rows, c0:c1], lat_all[rows, c0:c1],
                                 None if mark_col is None else mark_col - c0))
 
-    block(0, 0, h + 3, False, h + 2)              # A: issue, HBM read, response links, store issue
-    block(1, h + 3, 2 * h + 3, False)             # B: store links CU -> egress port router
-    block(2, 2 * h + 3, 2 * h + 4, False)         # C: egress port (src GPU)
-    block(2, 2 * h + 4, 2 * h + 5, True)          # D: ingress port (dst GPU)
-    block(3, 2 * h + 5, 3 * h + 6, True)          # E: delivery links + HBM write (dst GPU)
+    block(0, sl.read_side.start, sl.read_side.stop, False, sl.store_issue.start)  # A: issue .. store issue
+    block(1, sl.store.start, sl.store.stop, False)                                # B: store links CU -> port
+    block(2, sl.egress.start, sl.egress.stop, False)                              # C: egress port (src GPU)
+    block(2, sl.ingress.start, sl.ingress.stop, True)                             # D: ingress port (dst GPU)
+    block(3, sl.deliver_side.start, sl.deliver_side.stop, True)                   # E: delivery + HBM write
     invs = [inv_a.reshape(-1), inv_b.reshape(-1), inv_c.reshape(-1), inv_c.reshape(-1), inv_e.reshape(-1)]
     src = np.asarray(t.src_gpu, np.int64) * lay.per_gpu
     dst = np.asarray(t.dst_gpu, np.int64) * lay.per_gpu

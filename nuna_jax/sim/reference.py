@@ -16,7 +16,6 @@ import time
 import numpy as np
 
 from .. import path
-from ..models import mesh
 from ..system import System
 from ..traffic import Traffic, validate
 from .fast import check_complete
@@ -58,7 +57,7 @@ def reference_issue_order(issuer, phase, tb, step, flits) -> list[int]:
 def _tables(system: System, traffic: Traffic, background):
     st = path.flow_stages(system, traffic)
     res, svc, lat = (np.asarray(a) for a in st)
-    store_col = np.full(res.shape[0], mesh.max_hops(system) + 2)
+    store_col = np.full(res.shape[0], path.stage_slices(system).store_issue.start)
     if background is not None and background.n_flows:
         from .background import background_stages
         bres, bsvc, blat = (np.asarray(a) for a in background_stages(system, background))

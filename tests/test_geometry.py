@@ -1,4 +1,5 @@
-"""XY mesh: hop counts, latencies and link sets against hand calculations and a plain walk."""
+"""Geometry and XY routes (nuna_jax.geometry) and the mesh head latency (nuna_jax.path): hop counts,
+latencies and link sets against hand calculations and a plain walk; numpy in -> numpy out."""
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nuna_jax import from_params, preset
-from nuna_jax.models import mesh
+from nuna_jax import geometry as mesh
+from nuna_jax.path import head_latency_ns
 
 S = preset()
 C = S.mesh_cols
@@ -38,14 +40,14 @@ def test_hand_calculated_hops_and_latency():
     hop = 10 / 1.2  # ns
     corner = (rid(0, 0), rid(23, 5))
     assert int(mesh.hops(S, *corner)) == 28
-    assert float(mesh.latency_ns(S, *corner)) == pytest.approx(28 * hop, rel=1e-6)
+    assert float(head_latency_ns(S, *corner)) == pytest.approx(28 * hop, rel=1e-6)
     assert int(mesh.hops(S, rid(7, 3), rid(7, 3))) == 0
-    assert float(mesh.latency_ns(S, rid(7, 3), rid(7, 3))) == 0.0
+    assert float(head_latency_ns(S, rid(7, 3), rid(7, 3))) == 0.0
     # crossing from die 0 (x=5) to die 1 (x=6): one die crossing, one hop
     assert int(mesh.die_crossings(S, rid(5, 0), rid(6, 0))) == 1
     assert int(mesh.die_crossings(S, rid(0, 0), rid(23, 0))) == 3
     s2 = S.replace(die_crossing_ns=20.0)
-    assert float(mesh.latency_ns(s2, rid(0, 2), rid(23, 4))) == pytest.approx(25 * hop + 3 * 20.0, rel=1e-6)
+    assert float(head_latency_ns(s2, rid(0, 2), rid(23, 4))) == pytest.approx(25 * hop + 3 * 20.0, rel=1e-6)
 
 
 def test_route_links_match_an_independent_walk_on_every_pair_of_a_small_mesh():
@@ -89,16 +91,28 @@ def test_symmetry_of_distances():
 def test_jit_vmap_grad():
     src = jnp.array([0, 5, 100])
     dst = jnp.array([143, 6, 100])
-    eager = mesh.latency_ns(S, src, dst)
-    jitted = jax.jit(mesh.latency_ns)(S, src, dst)
-    vm = jax.vmap(lambda a, b: mesh.latency_ns(S, a, b))(src, dst)
+    eager = head_latency_ns(S, src, dst)
+    jitted = jax.jit(head_latency_ns)(S, src, dst)
+    vm = jax.vmap(lambda a, b: head_latency_ns(S, a, b))(src, dst)
     np.testing.assert_allclose(eager, jitted, rtol=1e-6)
     np.testing.assert_allclose(eager, vm, rtol=1e-6)
-    g = jax.grad(lambda s: mesh.latency_ns(s, src, dst).sum())(S)
+    g = jax.grad(lambda s: head_latency_ns(s, src, dst).sum())(S)
     total_hops = float(mesh.hops(S, src, dst).sum())
     assert float(g.hop_cycles) == pytest.approx(total_hops / 1.2, rel=1e-5)
     assert float(g.noc_clock_ghz) == pytest.approx(-total_hops * 10 / 1.2**2, rel=1e-5)
     assert float(g.die_crossing_ns) == float(mesh.die_crossings(S, src, dst).sum())
     # batch over hardware variants: hop_cycles as a vector
-    lat = jax.vmap(lambda hc: mesh.latency_ns(S.replace(hop_cycles=hc), src, dst))(jnp.array([10.0, 20.0]))
+    lat = jax.vmap(lambda hc: head_latency_ns(S.replace(hop_cycles=hc), src, dst))(jnp.array([10.0, 20.0]))
     np.testing.assert_allclose(lat[1], 2 * lat[0], rtol=1e-6)
+
+
+def test_numpy_in_numpy_out_and_jax_in_jax_out():
+    src, dst = np.arange(10), np.arange(10)[::-1] * 13
+    h_np = mesh.hops(S, src, dst)
+    h_jx = mesh.hops(S, jnp.asarray(src), jnp.asarray(dst))
+    assert isinstance(h_np, np.ndarray) and isinstance(h_jx, jax.Array)
+    np.testing.assert_array_equal(h_np, np.asarray(h_jx))
+    np.testing.assert_array_equal(mesh.route_links(S, src, dst), np.asarray(mesh.route_links(S, jnp.asarray(src),
+                                                                                           jnp.asarray(dst))))
+    # jitted (traced) inputs take the JAX branch
+    assert int(jax.jit(lambda a, b: mesh.hops(S, a, b).sum())(jnp.asarray(src), jnp.asarray(dst))) == int(h_np.sum())

@@ -1,0 +1,29 @@
+"""The NUNA path model over ``Traffic``: latency, busy times, bound, estimate (docs/analytical.md).
+
+Built on :mod:`nuna_jax.path` (docs/model.md, "The path of a flit"), one idea per file:
+
+* :mod:`.tables` — the resource tables (per-flow latency; per (phase, resource) busy time, earliest
+  arrival, least remaining time, longest latency; the CU window), the flow weight, padding;
+* :mod:`.stage_engine` / :mod:`.runs_engine` — the two engines that build them (reference / fast),
+  :mod:`.intervals` — the runs engine's interval primitives;
+* :mod:`.objective` — lower bound, estimate and smooth estimate as pure functions of the tables;
+* :mod:`.api` — the public jitted functions and :func:`path_costs` (pure; ``jit``/``vmap``/``grad``);
+* :mod:`.report` — breakdown, ``evaluate``, shape buckets, Traffic stacking.
+
+Engine and chunk size are explicit static arguments (``engine="runs"|"stages"``, ``chunk_flows``).
+"""
+
+from .api import (TEMPERATURE_NS, WEIGHT_TEMPERATURE_NS, PathCosts, analyze, estimate_ns, flow_latency_ns,
+                  lower_bound_ns, path_costs, resource_busy_ns, resource_tables, smooth_estimate_ns,
+                  window_busy_ns)
+from .report import breakdown, bucket_rows, evaluate, pad_flows, stack_traffic
+from .tables import (CHUNK_FLOWS, ENGINES, KINDS, Tables, pad_traffic, resolve_n_phases, resource_kind_index,
+                     resource_service_ns)
+
+__all__ = [
+    "KINDS", "ENGINES", "CHUNK_FLOWS", "TEMPERATURE_NS", "WEIGHT_TEMPERATURE_NS", "Tables", "PathCosts",
+    "resolve_n_phases", "resource_kind_index", "resource_service_ns", "resource_tables", "flow_latency_ns",
+    "resource_busy_ns", "window_busy_ns", "lower_bound_ns", "estimate_ns", "smooth_estimate_ns",
+    "path_costs", "analyze", "breakdown", "bucket_rows", "pad_flows", "pad_traffic", "stack_traffic",
+    "evaluate",
+]

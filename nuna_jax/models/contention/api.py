@@ -1,0 +1,170 @@
+"""The path model's public functions: tables -> objective, jitted with explicit static arguments
+(``n_phases``, ``engine``, ``chunk_flows``).  :func:`path_costs` is the pure, unjitted core
+(composable under ``jit``, ``vmap`` and ``grad``); the other functions jit one quantity."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ...path import zero_load_latency_ns
+from ...system import System
+from ...traffic import Traffic
+from .objective import estimate_phases, excess, lower_bound_phases, phase_max_latency, smooth_phases
+from .runs_engine import smooth_log_sums_runs, tables_runs
+from .stage_engine import smooth_log_sums_stages, tables_stages
+from .tables import CHUNK_FLOWS, KINDS, Tables, check_engine, resolve_n_phases, resource_kind_index
+
+TEMPERATURE_NS = 10.0
+WEIGHT_TEMPERATURE_NS = 100.0
+_STATIC = ("n_phases", "engine", "chunk_flows")
+
+
+def resource_tables(s: System, t: Traffic, n_phases: int, engine: str = "runs",
+                    chunk_flows: int = CHUNK_FLOWS) -> Tables:
+    """The resource tables of ``t`` on ``s`` (pure; ``n_phases``, ``engine``, ``chunk_flows`` static)."""
+    if engine == "runs":
+        return tables_runs(s, t, n_phases)
+    return tables_stages(s, t, n_phases, int(chunk_flows))
+
+
+def _smooth(s, t, tb, tau, tau_w, engine, chunk_flows):
+    if engine == "runs":
+        log_sums = lambda lr, tau_, logw: smooth_log_sums_runs(s, t, tb, lr, tau_, logw)  # noqa: E731
+    else:
+        log_sums = lambda lr, tau_, logw: smooth_log_sums_stages(s, t, tb, lr, tau_, tau_w, int(chunk_flows))  # noqa: E731
+    return smooth_phases(t, tb, log_sums, tau, tau_w)
+
+
+def _static(t: Traffic, n_phases, engine: str, chunk_flows: int) -> dict:
+    check_engine(engine, chunk_flows)
+    return {"n_phases": resolve_n_phases(t, n_phases), "engine": engine, "chunk_flows": int(chunk_flows)}
+
+
+@jax.jit
+def flow_latency_ns(s: System, t: Traffic):
+    """Zero-load latency of one flit of each flow, ns, ``[n_flows]`` (= ``path.zero_load_latency_ns``)."""
+    return zero_load_latency_ns(s, t)
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _busy_jit(s, t, n_phases, engine, chunk_flows):
+    return resource_tables(s, t, n_phases, engine, chunk_flows).busy
+
+
+def resource_busy_ns(s: System, t: Traffic, n_phases: int | None = None, *, engine: str = "runs",
+                     chunk_flows: int = CHUNK_FLOWS):
+    """Busy time of every resource per phase, ns, ``[n_phases, n_resources]``:
+    ``sum weight * flits * svc`` over the stages that use it."""
+    return _busy_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _wbusy_jit(s, t, n_phases, engine, chunk_flows):
+    return resource_tables(s, t, n_phases, engine, chunk_flows).wbusy
+
+
+def window_busy_ns(s: System, t: Traffic, n_phases: int | None = None, *, engine: str = "runs",
+                   chunk_flows: int = CHUNK_FLOWS):
+    """Outstanding-request window 'busy time' per CU and phase, ns, ``[n_phases, n_gpus * n_cus]``
+    (index ``gpu * n_cus + cu``): by Little's law ``sum load * (L_f - svc_issue) / max_outstanding``."""
+    return _wbusy_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _lb_jit(s, t, n_phases, engine, chunk_flows):
+    return jnp.sum(lower_bound_phases(resource_tables(s, t, n_phases, engine, chunk_flows)))
+
+
+def lower_bound_ns(s: System, t: Traffic, n_phases: int | None = None, *, engine: str = "runs",
+                   chunk_flows: int = CHUNK_FLOWS):
+    """A lower bound on the completion time, ns (docs/analytical.md, "Lower bound"): per phase the
+    max of the longest zero-load latency, every resource's earliest arrival + busy time + least
+    remaining latency, and every CU's window busy time; phases add.  Valid for hard traffic."""
+    return _lb_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _est_jit(s, t, n_phases, engine, chunk_flows):
+    return jnp.sum(estimate_phases(resource_tables(s, t, n_phases, engine, chunk_flows))[0])
+
+
+def estimate_ns(s: System, t: Traffic, n_phases: int | None = None, *, engine: str = "runs",
+                chunk_flows: int = CHUNK_FLOWS):
+    """Best estimate of the completion time, ns (docs/analytical.md, "Estimate"):
+    per phase ``max( max_r Lmax_r + (B_r - svc_r)^+, max_cu Lmax_cu + (B_cu - Lbar_cu)^+ )``;
+    phases add.  Never below :func:`lower_bound_ns`."""
+    return _est_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _smooth_jit(s, t, temperature_ns, weight_temperature_ns, n_phases, engine, chunk_flows):
+    tb = resource_tables(s, t, n_phases, engine, chunk_flows)
+    return jnp.sum(_smooth(s, t, tb, temperature_ns, weight_temperature_ns, engine, chunk_flows))
+
+
+def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=TEMPERATURE_NS, n_phases: int | None = None,
+                       weight_temperature_ns=WEIGHT_TEMPERATURE_NS, *, engine: str = "runs",
+                       chunk_flows: int = CHUNK_FLOWS):
+    """Smooth (differentiable) estimate, ns: :func:`estimate_ns` with every max a log-sum-exp at
+    temperature ``temperature_ns``, each flow weighted by ``min(1, flits) * weight ** (tau_w / tau)``
+    (docs/model.md, "Flow weight").  Tends to the estimate as the temperature falls to 0."""
+    return _smooth_jit(s, t, temperature_ns, weight_temperature_ns, **_static(t, n_phases, engine, chunk_flows))
+
+
+class PathCosts(NamedTuple):
+    """Result of :func:`path_costs` / :func:`analyze` (all ns; per-phase arrays of length ``n_phases``)."""
+
+    flow_latency_ns: Any         # [F]
+    busy_ns: Any                 # [P, R]
+    window_busy_ns: Any          # [P, n_gpus * n_cus]
+    phase_lower_bound_ns: Any    # [P]
+    phase_estimate_ns: Any       # [P]
+    phase_latency_ns: Any        # [P] longest zero-load flow latency
+    kind_excess_ns: Any          # [P, 6] max backlog (B - svc)^+ per kind: cu, hbm, link, egress, ingress, window
+    kind_term_ns: Any            # [P, 6] max (Lmax + backlog) per kind
+    kind_busy_ns: Any            # [P, 6] max busy per kind
+    lower_bound_ns: Any          # scalar
+    estimate_ns: Any             # scalar
+    smooth_estimate_ns: Any      # scalar (nan-free; at temperature_ns)
+
+
+def path_costs(s: System, t: Traffic, *, n_phases: int, temperature_ns=TEMPERATURE_NS,
+               weight_temperature_ns=WEIGHT_TEMPERATURE_NS, engine: str = "runs",
+               chunk_flows: int = CHUNK_FLOWS) -> PathCosts:
+    """All the path model's quantities in one pass: pure, no host conversion, so it composes under
+    ``jit``, ``vmap`` (over stacked Systems, see ``system.stack_systems``, and over same-shape
+    Traffic batches, see :func:`stack_traffic`) and ``grad``."""
+    tb = resource_tables(s, t, n_phases, engine, chunk_flows)
+    lb = lower_bound_phases(tb)
+    est, term_r, term_c = estimate_phases(tb)
+    ex_r, ex_w = excess(tb)
+    kind = jnp.asarray(resource_kind_index(s))
+    nk = len(KINDS)
+
+    def per_kind(v):  # [P, R] -> [P, nk] max over each kind
+        return jax.vmap(lambda row: jax.ops.segment_max(row, kind, num_segments=nk))(v)
+
+    def with_window(v_r, v_w):
+        return jnp.concatenate([jnp.maximum(per_kind(v_r), 0.0), jnp.max(v_w, axis=1, keepdims=True)], axis=1)
+
+    sm = _smooth(s, t, tb, temperature_ns, weight_temperature_ns, engine, chunk_flows)
+    return PathCosts(tb.L, tb.busy, tb.wbusy, lb, est, phase_max_latency(tb), with_window(ex_r, ex_w),
+                     with_window(term_r, term_c), with_window(tb.busy, tb.wbusy),
+                     jnp.sum(lb), jnp.sum(est), jnp.sum(sm))
+
+
+_path_costs_jit = jax.jit(path_costs, static_argnames=_STATIC)
+
+
+def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=TEMPERATURE_NS,
+            weight_temperature_ns=WEIGHT_TEMPERATURE_NS, *, engine: str = "runs",
+            chunk_flows: int = CHUNK_FLOWS) -> PathCosts:
+    """:func:`path_costs`, jitted (``n_phases`` read from concrete traffic when not given)."""
+    return _path_costs_jit(s, t, temperature_ns=temperature_ns, weight_temperature_ns=weight_temperature_ns,
+                           **_static(t, n_phases, engine, chunk_flows))
+
+
