@@ -1,0 +1,61 @@
+"""Imports only go down the layers of /work/shared/ARCHITECTURE.md (and docs/model.md):
+system/presets/geometry < plans/msccl/placement/nar < traffic < lowering < path < models | sim <
+optim/sweep < cli.  ``sim`` never imports ``models``; nothing below ``cli`` imports it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "nuna_jax"
+
+# layer of a module (first component under nuna_jax); unknown modules are reported
+LAYER = {
+    "__version__": -1, "checks": -1, "system": 0, "presets": 1, "geometry": 1, "limits": 1, "progress": 1,
+    "plans": 2, "msccl": 3, "nar": 2, "placement": 3, "astra": 8,
+    "traffic": 4, "lowering": 5, "scenario": 6, "path": 6,
+    "models": 7, "sim": 7, "kernel_presets": 8,
+    "optim": 9, "sweep": 9, "sensitivity": 9,
+    "cli": 10, "__main__": 11, "__init__": 11,
+}
+
+
+def _module_name(p: Path) -> str:
+    rel = p.relative_to(PKG).with_suffix("")
+    return rel.parts[0] if rel.parts else "__init__"
+
+
+def _imports(p: Path):
+    tree = ast.parse(p.read_text())
+    pkg_parts = p.relative_to(PKG).parent.parts
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(pkg_parts[: len(pkg_parts) - (node.level - 1)])
+                mod = base + (node.module.split(".") if node.module else [])
+                names = [mod + [a.name] for a in node.names] if not node.module else [mod]
+                for m in names:
+                    yield m[0] if m else "__init__"
+            elif node.module and node.module.startswith("nuna_jax."):
+                yield node.module.split(".")[1]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("nuna_jax."):
+                    yield a.name.split(".")[1]
+
+
+FILES = sorted(p for p in PKG.rglob("*.py"))
+
+
+@pytest.mark.parametrize("p", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_only_go_down(p):
+    me = _module_name(p)
+    assert me in LAYER, f"{me}: add the module to the layer table"
+    for dep in _imports(p):
+        if dep == me:
+            continue
+        assert dep in LAYER, f"{p.relative_to(PKG)} imports unknown module {dep}"
+        if me == "sim":
+            assert dep != "models", f"{p.relative_to(PKG)}: sim/ must not import models/"
+        assert LAYER[dep] < LAYER[me] or (me == "__init__"), (
+            f"{p.relative_to(PKG)} (layer {LAYER[me]}) imports {dep} (layer {LAYER[dep]}): an import up the layers")
