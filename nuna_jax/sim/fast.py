@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from . import kernel as K
+from . import kernel as event_loop
 from .program import Program
 from .result import SimResult, SimulationError
 
@@ -83,8 +83,8 @@ def uncontended_stages(prog: Program, numpy_only=False) -> np.ndarray:
     if q_n == 0 or prog.n_flits == 0:
         return merge
     used = np.bincount(prog.flit_flow, minlength=prog.flow_seg.shape[0]) > 0
-    if K.HAVE_NUMBA and not numpy_only:
-        return K.uncontended_rows(prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len, prog.flow_seg,
+    if event_loop.HAVE_NUMBA and not numpy_only:
+        return event_loop.uncontended_rows(prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len, prog.flow_seg,
                                   prog.flow_off, prog.flow_nseg, used, np.int64(prog.n_resources))
     fseg = prog.flow_seg[used].astype(np.int64)
     foff = prog.flow_off[used].astype(np.int64)
@@ -192,21 +192,21 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     n_iss = prog.iss_start.shape[0]
     n_ph = prog.phase_total.shape[0]
     heap = np.zeros(n + n_iss + 1, np.int64)
-    scal = np.zeros(K.STATE_LEN, np.int64)
-    scal[K.S_MAXT] = time_bound_ps(prog, max_time_ps)
-    scal[K.S_BITS] = id_bits(prog)
-    scal[K.S_NTF] = prog.n_traffic_flows
+    scal = np.zeros(event_loop.STATE_LEN, np.int64)
+    scal[event_loop.S_MAXT] = time_bound_ps(prog, max_time_ps)
+    scal[event_loop.S_BITS] = id_bits(prog)
+    scal[event_loop.S_NTF] = prog.n_traffic_flows
     n_traffic_flits = int(np.sum(prog.flit_flow < prog.n_traffic_flows))
     early = bool(stop_after_traffic) and n_traffic_flits < n
-    scal[K.S_TSTOP] = n_traffic_flits if early and n_traffic_flits > 0 else -1
+    scal[event_loop.S_TSTOP] = n_traffic_flits if early and n_traffic_flits > 0 else -1
     # every issuer tries to issue at t = 0, in issuer order (a sorted array is a valid heap)
     heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
-    scal[K.S_HEAP] = n_iss
+    scal[event_loop.S_HEAP] = n_iss
     ovf = np.zeros(n + n_iss + 1, np.int64)
     head = np.full(CAL_BUCKETS, -1, np.int64)
     qlink = np.full((n + n_iss, 2), -1, np.int64)
-    scal[K.S_DW] = CAL_BUCKET_PS
-    scal[K.S_NB] = CAL_BUCKETS
+    scal[event_loop.S_DW] = CAL_BUCKET_PS
+    scal[event_loop.S_NB] = CAL_BUCKETS
     seg_tab, seg_info, flow_tab, fstate = pack(prog, merge)
     res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
@@ -221,27 +221,27 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     store_ps = np.full(n, -1, np.int64)
     bar = _Progress(n, progress)
     while True:
-        finished = K.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
+        finished = event_loop.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
                                prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
                                heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
                                issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
-        bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]))
+        bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]))
         if finished:
             break
-    bar.update(int(scal[K.S_DEL]), int(scal[K.S_NOW]), force=True)
+    bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]), force=True)
     bar.close()
-    if scal[K.S_ERR]:
+    if scal[event_loop.S_ERR]:
         raise SimulationError(
-            f"simulation could not finish within the time bound of {scal[K.S_MAXT] / 1e6:.3f} us "
-            f"({int(scal[K.S_DEL])} of {n} flits delivered); raise max_time_ns")
+            f"simulation could not finish within the time bound of {scal[event_loop.S_MAXT] / 1e6:.3f} us "
+            f"({int(scal[event_loop.S_DEL])} of {n} flits delivered); raise max_time_ns")
     if early and n_traffic_flits > 0:
         tm = prog.flit_flow < prog.n_traffic_flows
-        check_complete(int(np.sum(issue_ps[tm] >= 0)), int(scal[K.S_TDEL]), n_traffic_flits, deliver_ps[tm])
+        check_complete(int(np.sum(issue_ps[tm] >= 0)), int(scal[event_loop.S_TDEL]), n_traffic_flits, deliver_ps[tm])
     else:
-        check_complete(int(scal[K.S_INJ]), int(scal[K.S_DEL]), n, deliver_ps)
+        check_complete(int(scal[event_loop.S_INJ]), int(scal[event_loop.S_DEL]), n, deliver_ps)
     return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps,
-                     prog.flit_flow, res_state[:, 1].copy(), int(scal[K.S_INJ]), int(scal[K.S_DEL]), int(scal[K.S_HOPS]),
-                     prog.n_traffic_flows, "fast-numba" if K.HAVE_NUMBA else "fast-python",
+                     prog.flit_flow, res_state[:, 1].copy(), int(scal[event_loop.S_INJ]), int(scal[event_loop.S_DEL]), int(scal[event_loop.S_HOPS]),
+                     prog.n_traffic_flows, "fast-numba" if event_loop.HAVE_NUMBA else "fast-python",
                      time.perf_counter() - t0, not early)
 
 

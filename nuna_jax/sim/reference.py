@@ -72,6 +72,23 @@ def _tables(system: System, traffic: Traffic, background):
     return res, svc_ps, lat_ps, store_col
 
 
+def _flow_lists(system: System, t: Traffic, background):
+    """Per flow (traffic, then background) as plain lists: flits, issuing CU (``gpu * n_cus + cu``),
+    phase (renumbered 0.. over phases with flits; background -1), tb, step; and the phase count."""
+    flits = [int(x) for x in np.asarray(t.flits)]
+    iss = [int(g) * system.n_cus + int(c) for g, c in zip(t.src_gpu, t.cu)]
+    ph_vals = sorted({int(p) for p, f in zip(t.phase, flits) if f > 0})
+    phase = [ph_vals.index(int(p)) if int(p) in ph_vals else 0 for p in t.phase]
+    tb, step = [int(x) for x in t.tb], [int(x) for x in t.step]
+    if background is not None and background.n_flows:
+        flits += [int(x) for x in background.flits]
+        iss += [int(g) * system.n_cus + int(c) for g, c in zip(background.gpu, background.cu)]
+        phase += [-1] * background.n_flows
+        tb += [int(x) for x in background.tb]
+        step += [int(x) for x in background.step]
+    return flits, iss, phase, tb, step, len(ph_vals)
+
+
 def run_reference(system: System, traffic: Traffic, background=None, *, max_time_ps=None,
                   return_trace=False):
     """Simulate ``traffic`` (+ background) event by event.
@@ -84,25 +101,16 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
     t = traffic.numpy()
     validate(system, t)
     if not t.is_hard:
-        raise ValueError("Traffic.flits must be whole numbers to simulate")
+        raise ValueError("Traffic.flits must be whole numbers and Traffic.weight 1 to simulate")
+    # one plain event loop, kept whole on purpose: it is the readable reference the compiled
+    # engine is checked against (docs/simulator.md)
     res, svc, lat, store_col = _tables(system, t, background)
     n_s = res.shape[1]
-    flits = [int(x) for x in np.asarray(t.flits)]
-    iss = [int(g) * system.n_cus + int(c) for g, c in zip(t.src_gpu, t.cu)]
-    ph_vals = sorted({int(p) for p, f in zip(t.phase, flits) if f > 0})
-    phase = [ph_vals.index(int(p)) if int(p) in ph_vals else 0 for p in t.phase]
-    tb, step = [int(x) for x in t.tb], [int(x) for x in t.step]
-    if background is not None and background.n_flows:
-        flits += [int(x) for x in background.flits]
-        iss += [int(g) * system.n_cus + int(c) for g, c in zip(background.gpu, background.cu)]
-        phase += [-1] * background.n_flows
-        tb += [int(x) for x in background.tb]
-        step += [int(x) for x in background.step]
+    flits, iss, phase, tb, step, n_ph = _flow_lists(system, t, background)
     order = reference_issue_order(iss, phase, tb, step, flits)
     n = len(order)
     issuers = sorted({iss[r] for r in order})
     seq = {c: [f for f in range(n) if iss[order[f]] == c] for c in issuers}
-    n_ph = len(ph_vals)
     phase_left = [sum(1 for f in range(n) if phase[order[f]] == p) for p in range(n_ph)]
     phase_open = [p == 0 for p in range(n_ph)]
     window = system.max_outstanding_per_cu
