@@ -1,0 +1,134 @@
+"""Collective times for the end-to-end model: the ONE place that calls the NUNA collective model.
+
+NUNA section 5.2 times each collective of an inference step with the NoC and
+scale-up network model.  Here every distinct (collective, group size, policy)
+is timed by ``models.contention.evaluate`` over a log-spaced grid of per-GPU
+buffer sizes (nccl-tests convention, ``nuna_jax.plans``) and the search
+interpolates in log-log (:func:`interp_time_ns`, jit/vmap-able).  A
+collective among ``n`` GPUs of a larger pod is timed on an ``n``-GPU pod of
+the same sockets (the single-level Clos switch of Table 2 isolates groups).
+
+The Table 2 table ships as data (``data/table2_collectives.json``); rebuild it
+in one command (``--jobs`` processes in parallel)::
+
+    python -m nuna_jax.models.llm.collective_table --system table2 --jobs 2
+
+Another ``--system`` is tabled on the fly (:func:`load_table`, progress on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["KINDS", "POLICIES", "GROUP_SIZES", "SIZE_GRID_BYTES", "time_collective_ns", "build_table",
+           "load_table", "interp_time_ns", "DATA_DIR"]
+
+KINDS = ("allreduce", "alltoall", "allgather")      # what an inference step issues (layers.py)
+POLICIES = ("ua", "nap+nar")                        # NUNA section 5.3 baseline and full scheme
+GROUP_SIZES = (2, 4, 8, 16, 32, 64)                 # NUNA section 6.7: 2-64 GPUs
+SIZE_GRID_BYTES = tuple(int(round(10 ** (3 + k / 2))) // 2 * 2 for k in range(12))   # 1 kB .. ~316 MB
+DATA_DIR = Path(__file__).resolve().parent / "data"
+_SHIPPED = {"table2": DATA_DIR / "table2_collectives.json"}
+
+
+def time_collective_ns(system, kind: str, n_gpus: int, size_bytes: int, policy: str) -> float:
+    """Estimated time (ns) of one collective by the library's NUNA path model."""
+    from ...models.contention import evaluate
+    from ...scenario import make_scenario
+    s = system.replace(n_gpus=int(n_gpus))
+    sc = make_scenario(s, collective=kind, size_bytes=int(size_bytes), policy=policy)
+    return float(evaluate(s, sc.traffic)["time_ns"])
+
+
+def _job(args):
+    system_spec, kind, n, size, policy = args
+    from ...presets import load_system
+    t0 = time.time()
+    t = time_collective_ns(load_system(system_spec), kind, n, size, policy)
+    return (kind, n, size, policy, t, time.time() - t0)
+
+
+def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, jobs: int = 1,
+                progress: bool = True) -> dict:
+    """Time every (kind, policy, group, size); returns the JSON-ready table."""
+    tasks = [(system_spec, k, n, sz, p) for k in KINDS for p in POLICIES for n in groups for sz in sizes]
+    tasks.sort(key=lambda t: -t[2] * t[3])          # big ones first: better load balance
+    times = {}
+    t0 = time.time()
+
+    def note(r, i):
+        times[r[:4]] = r[4]
+        if progress:
+            print(f"\r  collective table {i}/{len(tasks)} ({time.time() - t0:.0f} s)", end="",
+                  file=sys.stderr, flush=True)
+
+    if jobs > 1:
+        import multiprocessing as mp
+        with mp.get_context("spawn").Pool(jobs) as pool:
+            for i, r in enumerate(pool.imap_unordered(_job, tasks), 1):
+                note(r, i)
+    else:
+        for i, t in enumerate(tasks, 1):
+            note(_job(t), i)
+    if progress:
+        print(file=sys.stderr)
+    arr = [[[[times[(k, n, sz, p)] for sz in sizes] for n in groups] for p in POLICIES] for k in KINDS]
+    return {"system": str(system_spec), "kinds": list(KINDS), "policies": list(POLICIES),
+            "groups": list(groups), "sizes_bytes": list(sizes), "time_ns": arr,
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_wall_s": time.time() - t0,
+            "command": f"python -m nuna_jax.models.llm.collective_table --system {system_spec}"}
+
+
+def load_table(system_spec: str = "table2", progress: bool = True) -> dict:
+    """The shipped table for ``table2``, else built now; arrays as numpy."""
+    key = str(system_spec).lower()
+    path = _SHIPPED.get(key)
+    if path is not None and path.is_file():
+        d = json.loads(path.read_text())
+    else:
+        if progress:
+            print(f"nuna-jax e2e: timing collectives for system {system_spec!r} "
+                  f"({len(KINDS) * len(POLICIES) * len(GROUP_SIZES) * len(SIZE_GRID_BYTES)} runs)",
+                  file=sys.stderr)
+        d = build_table(system_spec, progress=progress)
+    d = dict(d)
+    d["time_ns"] = np.asarray(d["time_ns"], dtype=np.float64)
+    return d
+
+
+def interp_time_ns(log_sizes, log_times, size_bytes):
+    """Log-log interpolation of one (kind, policy, group) row at ``size_bytes`` (jnp, vmap-able).
+
+    Below the grid: the smallest size's time (latency-bound).  Above it: the
+    last segment's slope, at least 1 (bandwidth-bound: time grows with bytes).
+    Size 0 means "no collective" and gives 0.
+    """
+    import jax.numpy as jnp
+    x = jnp.log(jnp.maximum(size_bytes, 1.0))
+    y = jnp.interp(x, log_sizes, log_times)
+    slope = jnp.maximum((log_times[-1] - log_times[-2]) / (log_sizes[-1] - log_sizes[-2]), 1.0)
+    y = jnp.where(x > log_sizes[-1], log_times[-1] + slope * (x - log_sizes[-1]), y)
+    return jnp.where(size_bytes > 0, jnp.exp(y), 0.0)
+
+
+def main(argv=None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(description="Build the collective time table for `nuna-jax e2e`.")
+    p.add_argument("--system", default="table2")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--out", default=None, help="output JSON (default: the shipped data file for table2)")
+    a = p.parse_args(argv)
+    out = Path(a.out) if a.out else _SHIPPED.get(a.system.lower(), Path(f"{a.system}_collectives.json"))
+    d = build_table(a.system, jobs=a.jobs)
+    out.write_text(json.dumps(d, indent=1))
+    print(f"wrote {out} ({d['build_wall_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
