@@ -204,8 +204,9 @@ def test_user_model_file_runs(tmp_path, capsys):
 @pytest.mark.slow
 def test_shipped_table_matches_library():
     """The shipped Table 2 table is what the library's collective model says now (regenerate if not)."""
-    from nuna_jax.models.llm.collective_table import load_table, time_collective_ns
+    from nuna_jax.models.llm.collective_table import best_time_ns, load_table
     t = load_table("table2")
     k, p, g, z = 0, 1, 2, 6           # allreduce, nap+nar, 8 GPUs, 1 MB
-    fresh = time_collective_ns(TABLE2, t["kinds"][k], t["groups"][g], t["sizes_bytes"][z], t["policies"][p])
+    fresh, tbs = best_time_ns(TABLE2, t["kinds"][k], t["groups"][g], t["sizes_bytes"][z], t["policies"][p])
     assert fresh == pytest.approx(t["time_ns"][k, p, g, z], rel=1e-3)
+    assert tbs == t["tbs_per_gpu"][k][p][g][z]

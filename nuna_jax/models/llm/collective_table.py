@@ -32,25 +32,41 @@ KINDS = ("allreduce", "alltoall", "allgather")      # what an inference step iss
 POLICIES = ("ua", "nap+nar")                        # NUNA section 5.3 baseline and full scheme
 GROUP_SIZES = (2, 4, 8, 16, 32, 64)                 # NUNA section 6.7: 2-64 GPUs
 SIZE_GRID_BYTES = tuple(int(round(10 ** (3 + k / 2))) // 2 * 2 for k in range(12))   # 1 kB .. ~316 MB
+TBS_MULTIPLES = (1, 4, 16)      # threadblocks per GPU = m * (n - 1): 7, 28, 112 on 8 GPUs (as experiments/fig12)
 DATA_DIR = Path(__file__).resolve().parent / "data"
 _SHIPPED = {"table2": DATA_DIR / "table2_collectives.json"}
 
 
-def time_collective_ns(system, kind: str, n_gpus: int, size_bytes: int, policy: str) -> float:
-    """Estimated time (ns) of one collective by the library's NUNA path model."""
+def time_collective_ns(system, kind: str, n_gpus: int, size_bytes: int, policy: str,
+                       tbs_per_gpu: int | None = None) -> float:
+    """Estimated time (ns) of one collective by the library's NUNA path model (direct algorithm)."""
     from ...models.contention import evaluate
     from ...scenario import make_scenario
     s = system.replace(n_gpus=int(n_gpus))
-    sc = make_scenario(s, collective=kind, size_bytes=int(size_bytes), policy=policy)
+    sc = make_scenario(s, collective=kind, size_bytes=int(size_bytes), policy=policy, tbs_per_gpu=tbs_per_gpu)
     return float(evaluate(s, sc.traffic)["time_ns"])
+
+
+def best_time_ns(system, kind: str, n_gpus: int, size_bytes: int, policy: str) -> tuple[float, int]:
+    """NUNA 5.1: "the best-performing number of threadblocks": the fastest of ``TBS_MULTIPLES``
+    (a count that cannot be placed is skipped).  Returns (time_ns, threadblocks per GPU)."""
+    best = (float("inf"), 0)
+    for m in TBS_MULTIPLES:
+        tbs = m * (int(n_gpus) - 1)
+        try:
+            t = time_collective_ns(system, kind, n_gpus, size_bytes, policy, tbs)
+        except ValueError:           # more threadblocks than the CUs hold
+            continue
+        best = min(best, (t, tbs))
+    return best
 
 
 def _job(args):
     system_spec, kind, n, size, policy = args
     from ...presets import load_system
     t0 = time.time()
-    t = time_collective_ns(load_system(system_spec), kind, n, size, policy)
-    return (kind, n, size, policy, t, time.time() - t0)
+    t, tbs = best_time_ns(load_system(system_spec), kind, n, size, policy)
+    return (kind, n, size, policy, t, tbs, time.time() - t0)
 
 
 def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, jobs: int = 1,
@@ -58,11 +74,12 @@ def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, 
     """Time every (kind, policy, group, size); returns the JSON-ready table."""
     tasks = [(system_spec, k, n, sz, p) for k in KINDS for p in POLICIES for n in groups for sz in sizes]
     tasks.sort(key=lambda t: -t[2] * t[3])          # big ones first: better load balance
-    times = {}
+    times, tbs = {}, {}
     t0 = time.time()
 
     def note(r, i):
         times[r[:4]] = r[4]
+        tbs[r[:4]] = r[5]
         if progress:
             print(f"\r  collective table {i}/{len(tasks)} ({time.time() - t0:.0f} s)", end="",
                   file=sys.stderr, flush=True)
@@ -78,8 +95,10 @@ def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, 
     if progress:
         print(file=sys.stderr)
     arr = [[[[times[(k, n, sz, p)] for sz in sizes] for n in groups] for p in POLICIES] for k in KINDS]
+    tb = [[[[tbs[(k, n, sz, p)] for sz in sizes] for n in groups] for p in POLICIES] for k in KINDS]
     return {"system": str(system_spec), "kinds": list(KINDS), "policies": list(POLICIES),
-            "groups": list(groups), "sizes_bytes": list(sizes), "time_ns": arr,
+            "groups": list(groups), "sizes_bytes": list(sizes), "time_ns": arr, "tbs_per_gpu": tb,
+            "tbs_multiples": list(TBS_MULTIPLES),
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_wall_s": time.time() - t0,
             "command": f"python -m nuna_jax.models.llm.collective_table --system {system_spec}"}
 
