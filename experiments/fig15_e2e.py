@@ -66,11 +66,11 @@ def plot(out, png: Path) -> None:
                 bottom += v
         for i, p in enumerate(pts):
             c = p["config"]
-            ax.text(i, 1.03, f"TP{c['tp']} EP{c['ep']}\nDP{c['dp']} PP{c['pp']}\n{100 * p['reduction']:+.0f}%",
+            ax.text(i, max(1.0, p["time_ms"]["nap_nar"] / p["time_ms"]["ua"]) + 0.03, f"TP{c['tp']} EP{c['ep']}\nDP{c['dp']} PP{c['pp']}\n{100 * p['reduction']:+.0f}%",
                     ha="center", va="bottom", fontsize=6)
         ax.set_xticks(x)
         ax.set_xticklabels([p["model"] for p in pts], rotation=20, fontsize=7, ha="right")
-        ax.set_ylim(0, max(1.45, max(p["time_ms"]["nap_nar"] / p["time_ms"]["ua"] for p in pts) + 0.35))
+        ax.set_ylim(0, max(1.45, max(p["time_ms"]["nap_nar"] / p["time_ms"]["ua"] for p in pts) + 0.45))
         ax.set_ylabel(f"{metric} / UA {metric}")
         key = "ttft" if ph == "prefill" else "tpot"
         sm, P = out["summary"], out["paper"]
