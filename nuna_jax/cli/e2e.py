@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
                    help="prompt length (prefill) / context length (decode), default 4096")
     for k in ("tp", "ep", "dp", "pp"):
         p.add_argument(f"--{k}", type=int, default=None, metavar="N", help=f"fix the {k.upper()} degree")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="processes for timing collectives of a --system other than table2 (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -67,7 +69,7 @@ def run(args) -> int:
     r = search(args.model, args.gpus, args.phase, _system(args),
                batches=_ints(args.batch) if args.batch else None,
                seqs=_ints(args.seq_len) if args.seq_len else None,
-               pins={"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp})
+               pins={"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}, jobs=args.jobs)
     if args.json:
         emit_json(r)
         return 0
@@ -93,7 +95,7 @@ def _run_all(args) -> int:
     prog = None if args.json else (lambda r: print(
         f"  {r['model']:18s} {r['n_gpus']:3d} {r['phase']:7s} UA {r['time_ms']['ua']:10.4f} ms  "
         f"NAP+NAR {r['time_ms']['nap_nar']:10.4f} ms  {100 * r['reduction']:6.1f}%", file=sys.stderr))
-    out = run_all(s, progress=prog)
+    out = run_all(s, progress=prog, jobs=args.jobs)
     out["paper"] = PAPER
     if args.json:
         emit_json(out)

@@ -13,7 +13,8 @@ in one command (``--jobs`` processes in parallel)::
 
     python -m nuna_jax.models.llm.collective_table --system table2 --jobs 2
 
-Another ``--system`` is tabled on the fly (:func:`load_table`, progress on stderr).
+Another ``--system`` is tabled on the fly for the group sizes a call needs
+(:func:`load_table`, progress bar on stderr) and cached on disk.
 """
 
 from __future__ import annotations
@@ -62,17 +63,16 @@ def best_time_ns(system, kind: str, n_gpus: int, size_bytes: int, policy: str) -
 
 
 def _job(args):
-    system_spec, kind, n, size, policy = args
-    from ...presets import load_system
+    system, kind, n, size, policy = args
     t0 = time.time()
-    t, tbs = best_time_ns(load_system(system_spec), kind, n, size, policy)
+    t, tbs = best_time_ns(system, kind, n, size, policy)
     return (kind, n, size, policy, t, tbs, time.time() - t0)
 
 
-def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, jobs: int = 1,
+def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, jobs: int = 1,
                 progress: bool = True) -> dict:
-    """Time every (kind, policy, group, size); returns the JSON-ready table."""
-    tasks = [(system_spec, k, n, sz, p) for k in KINDS for p in POLICIES for n in groups for sz in sizes]
+    """Time every (kind, policy, group, size) on ``system`` (a System); the JSON-ready table."""
+    tasks = [(system, k, n, sz, p) for k in KINDS for p in POLICIES for n in groups for sz in sizes]
     tasks.sort(key=lambda t: -t[2] * t[3])          # big ones first: better load balance
     times, tbs = {}, {}
     t0 = time.time()
@@ -81,8 +81,9 @@ def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, 
         times[r[:4]] = r[4]
         tbs[r[:4]] = r[5]
         if progress:
-            print(f"\r  collective table {i}/{len(tasks)} ({time.time() - t0:.0f} s)", end="",
-                  file=sys.stderr, flush=True)
+            done = int(30 * i / len(tasks))
+            print(f"\r  collective table [{'#' * done}{'.' * (30 - done)}] {i}/{len(tasks)} "
+                  f"({time.time() - t0:.0f} s)", end="", file=sys.stderr, flush=True)
 
     if jobs > 1:
         import multiprocessing as mp
@@ -96,25 +97,60 @@ def build_table(system_spec: str, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, 
         print(file=sys.stderr)
     arr = [[[[times[(k, n, sz, p)] for sz in sizes] for n in groups] for p in POLICIES] for k in KINDS]
     tb = [[[[tbs[(k, n, sz, p)] for sz in sizes] for n in groups] for p in POLICIES] for k in KINDS]
-    return {"system": str(system_spec), "kinds": list(KINDS), "policies": list(POLICIES),
-            "groups": list(groups), "sizes_bytes": list(sizes), "time_ns": arr, "tbs_per_gpu": tb,
-            "tbs_multiples": list(TBS_MULTIPLES),
+    return {"system": system.name, "system_summary": system.summary(), "kinds": list(KINDS),
+            "policies": list(POLICIES), "groups": list(groups), "sizes_bytes": list(sizes), "time_ns": arr,
+            "tbs_per_gpu": tb, "tbs_multiples": list(TBS_MULTIPLES),
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_wall_s": time.time() - t0,
-            "command": f"python -m nuna_jax.models.llm.collective_table --system {system_spec}"}
+            "command": f"python -m nuna_jax.models.llm.collective_table --system {system.name}"}
 
 
-def load_table(system_spec: str = "table2", progress: bool = True) -> dict:
-    """The shipped table for ``table2``, else built now; arrays as numpy."""
-    key = str(system_spec).lower()
-    path = _SHIPPED.get(key)
-    if path is not None and path.is_file():
-        d = json.loads(path.read_text())
-    else:
+def _key(system) -> str:
+    import hashlib
+    summ = {k: v for k, v in system.summary().items() if k not in ("name", "n_gpus")}
+    blob = json.dumps([summ, KINDS, POLICIES, SIZE_GRID_BYTES, TBS_MULTIPLES], sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def cache_dir() -> Path:
+    import os
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nuna_jax" / "e2e_tables"
+
+
+def load_table(system, groups=None, jobs: int = 1, progress: bool = True) -> dict:
+    """The collective table of ``system`` (a System, or a preset name) covering ``groups``.
+
+    Table 2: the shipped data.  Any other system: a cached table
+    (``$XDG_CACHE_HOME/nuna_jax/e2e_tables``) or one built now (progress bar on
+    stderr; ~15 s per entry per process on a 2-core CPU, so pass ``jobs``).
+    """
+    if isinstance(system, str):
+        from ...presets import load_system
+        system = load_system(system)
+    groups = tuple(sorted(groups)) if groups else GROUP_SIZES
+    key = _key(system)
+    shipped = _SHIPPED["table2"]
+    from ...presets import preset
+    cands = [shipped] if key == _key(preset("table2")) else []
+    cands.append(cache_dir() / f"{system.name}_{key}.json")
+    d = None
+    for path in cands:
+        if path.is_file():
+            got = json.loads(path.read_text())
+            if set(groups) <= set(got["groups"]):
+                d = got
+                break
+    if d is None:
         if progress:
-            print(f"nuna-jax e2e: timing collectives for system {system_spec!r} "
-                  f"({len(KINDS) * len(POLICIES) * len(GROUP_SIZES) * len(SIZE_GRID_BYTES)} runs)",
-                  file=sys.stderr)
-        d = build_table(system_spec, progress=progress)
+            print(f"nuna-jax e2e: timing collectives for system {system.name!r} on groups of "
+                  f"{', '.join(map(str, groups))} GPUs ({len(KINDS) * len(POLICIES) * len(groups) * len(SIZE_GRID_BYTES)}"
+                  f" entries, {len(TBS_MULTIPLES)} runs each; cached afterwards)", file=sys.stderr)
+        d = build_table(system, groups=groups, jobs=jobs, progress=progress)
+        try:
+            cands[-1].parent.mkdir(parents=True, exist_ok=True)
+            cands[-1].write_text(json.dumps(d))
+        except OSError:
+            pass
     d = dict(d)
     d["time_ns"] = np.asarray(d["time_ns"], dtype=np.float64)
     return d
@@ -142,8 +178,9 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default=None, help="output JSON (default: the shipped data file for table2)")
     a = p.parse_args(argv)
+    from ...presets import load_system
     out = Path(a.out) if a.out else _SHIPPED.get(a.system.lower(), Path(f"{a.system}_collectives.json"))
-    d = build_table(a.system, jobs=a.jobs)
+    d = build_table(load_system(a.system), jobs=a.jobs)
     out.write_text(json.dumps(d, indent=1))
     print(f"wrote {out} ({d['build_wall_s']:.0f} s)")
     return 0

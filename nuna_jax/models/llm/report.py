@@ -25,10 +25,10 @@ def _geo(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def run_all(system, models=None, gpu_counts=GPU_COUNTS, progress=None) -> dict:
+def run_all(system, models=None, gpu_counts=GPU_COUNTS, progress=None, jobs: int = 1) -> dict:
     """Search every point; points where nothing fits are listed, not searched further."""
     t0 = time.time()
-    table = load_table(system.name)
+    table = load_table(system, groups=gpu_counts, jobs=jobs)
     models = list(models or model_names())
     pad = 0
     for n in gpu_counts:      # one padded size: two compilations (prefill, decode) in all

@@ -11,7 +11,6 @@ Collective times come from the table of :mod:`collective_table`.
 from __future__ import annotations
 
 import functools
-import itertools
 import time
 
 import jax
@@ -136,7 +135,7 @@ def _pad(c: dict, pad_to: int | None = None) -> dict:
 
 
 def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None, batches=None, seqs=None,
-           pins: dict | None = None, pad_to: int | None = None) -> dict:
+           pins: dict | None = None, pad_to: int | None = None, jobs: int = 1) -> dict:
     """Latency-optimal configuration of ``model`` on ``n_gpus`` GPUs of ``system`` for ``phase``.
 
     ``batches`` (requests served by the pod at once; default 1, 2, 4, .. n_gpus) and ``seqs``
@@ -156,7 +155,9 @@ def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None,
     for name, vals in (("batch", batches), ("seq_len", seqs)):
         if any(int(v) < 1 for v in vals):
             raise ValueError(f"{name} values must be >= 1, got {vals}")
-    table = table if table is not None else load_table(system.name)
+    if table is None:
+        need = {g for g in (2, 4, 8, 16, 32, 64) if g <= max(2, int(n_gpus))}
+        table = load_table(system, groups=need, jobs=jobs)
     c = candidates(int(n_gpus), batches, seqs, pins)
     n_cfg = len(c["tp"])
     hw = {k: jnp.float32(v) for k, v in machine(system).items()}
