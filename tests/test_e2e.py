@@ -171,6 +171,8 @@ def test_cli_list(capsys):
     (["--model", "mixtral-8x7b", "--gpus", "32", "--ep", "16"], "experts"),
     (["--model", "llama-70b", "--gpus", "8", "--ep", "2"], "dense"),
     (["--model", "llama-70b", "--batch", "0"], ">= 1"),
+    (["--model", "llama-70b", "--gpus", "128"], "1..64"),
+    (["--model", "llama-70b", "--gpus", "8", "--system", "nosuch"], "nosuch"),
 ])
 def test_cli_errors_exit_2(argv, msg, capsys):
     rc, _, err = run(["e2e", *argv], capsys)
@@ -210,3 +212,22 @@ def test_shipped_table_matches_library():
     fresh, tbs = best_time_ns(TABLE2, t["kinds"][k], t["groups"][g], t["sizes_bytes"][z], t["policies"][p])
     assert fresh == pytest.approx(t["time_ns"][k, p, g, z], rel=1e-3)
     assert tbs == t["tbs_per_gpu"][k][p][g][z]
+
+
+def test_summary_geomeans_by_hand():
+    from nuna_jax.models.llm.report import summarize
+
+    def pt(phase, ua, nap, ar_ua, ar_nap):
+        z = {"alltoall": 0.0, "allgather": 0.0, "p2p": 0.0}
+        return {"model": "m", "n_gpus": 8, "phase": phase, "time_ms": {"ua": ua, "nap_nar": nap},
+                "reduction": 1 - nap / ua, "config": {},
+                "split_ms": {"ua": {"compute": ua - ar_ua, "allreduce": ar_ua, **z},
+                             "nap_nar": {"compute": ua - ar_ua, "allreduce": ar_nap, **z}}}
+    pts = [pt("prefill", 10.0, 8.0, 4.0, 2.0), pt("prefill", 10.0, 10.0, 1.0, 1.0),
+           pt("decode", 4.0, 2.0, 3.0, 1.0)]
+    s = summarize(pts)
+    assert s["ttft_reduction_geomean"] == pytest.approx(1 - 1 / math.sqrt(10 / 8 * 1.0))
+    assert s["ttft_reduction_max"] == pytest.approx(0.2)
+    assert s["tpot_reduction_geomean"] == pytest.approx(0.5)
+    assert s["comm_speedup_prefill"] == pytest.approx(math.sqrt(2.0 * 1.0))
+    assert s["allreduce_speedup"] == pytest.approx((2.0 * 1.0 * 3.0) ** (1 / 3))

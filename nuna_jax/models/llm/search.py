@@ -35,8 +35,8 @@ def _divisors(n: int) -> list[int]:
 
 def validate_pins(m: ModelConfig, n_gpus: int, pins: dict) -> None:
     """User-fixed degrees that can never work -> ValueError naming the value and the allowed range."""
-    if n_gpus < 1:
-        raise ValueError(f"--gpus must be >= 1, got {n_gpus}")
+    if not 1 <= n_gpus <= 64:
+        raise ValueError(f"--gpus must be in 1..64 (the collective table's pod sizes, NUNA 6.7), got {n_gpus}")
     for k in ("tp", "ep", "dp", "pp"):
         v = pins.get(k)
         if v is None:
