@@ -1,0 +1,155 @@
+"""LLM architectures as data (NUNA section 5.2: the 12 models of the end-to-end study).
+
+One TOML file per model under ``data/models/`` (each names its public source;
+facts checked against ``../shared/reference/llm-models.md``); users add a
+model with ``load_model("path/to/model.toml")``.  Per-expert widths are
+``moe_ffn`` (DeepSeek's ``moe_intermediate_size``), never the dense FFN.
+
+Fields (integers unless noted):
+
+* ``n_layers``, ``hidden``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``vocab``
+* ``ffn``: dense (gated, 3-matrix) FFN width; 0 when no layer is dense
+* ``n_dense_layers``: layers with a dense FFN (default: all if ``n_experts == 0``, else 0)
+* ``n_experts``, ``top_k``, ``n_shared_experts``, ``moe_ffn``: routed experts
+* ``attention``: ``"gqa"`` (default) or ``"mla"``; MLA uses ``q_lora_rank``,
+  ``kv_lora_rank``, ``qk_rope_dim``, ``v_head_dim`` (``head_dim`` is qk_nope)
+* ``q_lora_rank``, ``o_lora_rank``: low-rank q / o projections (0 = full)
+* ``kv_shared`` (bool): one tensor serves as K and V (cache counted once)
+* ``sliding_window``, ``sliding_fraction`` (float): the share of layers with a window
+* ``attn_topk``: sparse attention, keys read per query (0 = all)
+* ``weight_bytes`` (float, default 2 = bf16)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+__all__ = ["ModelConfig", "load_model", "model_names", "MODELS_DIR"]
+
+MODELS_DIR = Path(__file__).resolve().parent / "data" / "models"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    source: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab: int
+    ffn: int = 0
+    n_dense_layers: int = -1
+    n_experts: int = 0
+    top_k: int = 0
+    n_shared_experts: int = 0
+    moe_ffn: int = 0
+    attention: str = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
+    o_lora_rank: int = 0
+    kv_shared: bool = False
+    sliding_window: int = 0
+    sliding_fraction: float = 0.0
+    attn_topk: int = 0
+    weight_bytes: float = 2.0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.n_layers if not self.is_moe else max(self.n_dense_layers, 0)
+
+    @property
+    def moe_layers(self) -> int:
+        return self.n_layers - self.dense_layers
+
+
+_REQUIRED = ("name", "n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab")
+_FIELDS = {f.name: f for f in dataclasses.fields(ModelConfig)}
+
+
+def _validate(m: ModelConfig, where: str) -> ModelConfig:
+    for k in ("n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab"):
+        if int(getattr(m, k)) < 1:
+            raise ValueError(f"{where}: {k} must be >= 1, got {getattr(m, k)}")
+    if m.attention not in ("gqa", "mla"):
+        raise ValueError(f"{where}: attention must be 'gqa' or 'mla', got {m.attention!r}")
+    if m.n_heads % m.n_kv_heads:
+        raise ValueError(f"{where}: n_heads={m.n_heads} is not a multiple of n_kv_heads={m.n_kv_heads}")
+    if m.is_moe:
+        if not (1 <= m.top_k <= m.n_experts) or m.moe_ffn < 1:
+            raise ValueError(f"{where}: an MoE model needs 1 <= top_k <= n_experts={m.n_experts} and "
+                             f"moe_ffn >= 1 (got top_k={m.top_k}, moe_ffn={m.moe_ffn})")
+        if not 0 <= m.dense_layers <= m.n_layers:
+            raise ValueError(f"{where}: n_dense_layers must be in [0, n_layers={m.n_layers}]")
+    if m.dense_layers > 0 and m.ffn < 1:
+        raise ValueError(f"{where}: {m.dense_layers} dense layers need ffn >= 1, got {m.ffn}")
+    if m.attention == "mla" and (m.kv_lora_rank < 1 or m.v_head_dim < 1):
+        raise ValueError(f"{where}: MLA needs kv_lora_rank >= 1 and v_head_dim >= 1")
+    if not 0.0 <= m.sliding_fraction <= 1.0:
+        raise ValueError(f"{where}: sliding_fraction must be in [0, 1], got {m.sliding_fraction}")
+    if m.weight_bytes <= 0:
+        raise ValueError(f"{where}: weight_bytes must be > 0, got {m.weight_bytes}")
+    return m
+
+
+def from_dict(d: dict, where: str = "model") -> ModelConfig:
+    d = dict(d.get("model", d))
+    unknown = sorted(set(d) - set(_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown model field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}")
+    missing = [k for k in _REQUIRED if k not in d]
+    if missing:
+        raise ValueError(f"{where}: missing model field(s) {', '.join(missing)}")
+    d.setdefault("source", "user file")
+    for k, v in d.items():
+        f = _FIELDS[k]
+        want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str,
+                                                          "bool": bool}[f.type]
+        if want is float and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+            raise ValueError(f"{where}: field {k} must be {want.__name__}, got {v!r}")
+        d[k] = v
+    return _validate(ModelConfig(**d), where)
+
+
+def _read_toml(path: Path) -> dict:
+    import tomllib
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: invalid TOML: {e}") from None
+
+
+def model_names() -> list[str]:
+    """The shipped models (NUNA section 5.2), in the paper's order."""
+    order = ["llama-7b", "llama-70b", "llama-405b", "gpt-oss-20b", "gpt-oss-120b", "mixtral-8x7b",
+             "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3.2", "deepseek-v4-flash",
+             "deepseek-v4-pro"]
+    have = {p.stem for p in MODELS_DIR.glob("*.toml")}
+    return [n for n in order if n in have] + sorted(have - set(order))
+
+
+def load_model(spec: str | ModelConfig) -> ModelConfig:
+    """A shipped model by name (case-insensitive) or a TOML file path."""
+    if isinstance(spec, ModelConfig):
+        return spec
+    s = str(spec)
+    if s.endswith(".toml"):
+        p = Path(s)
+        if not p.is_file():
+            raise ValueError(f"model file {s!r} does not exist")
+        return from_dict(_read_toml(p), str(p))
+    p = MODELS_DIR / f"{s.lower()}.toml"
+    if not p.is_file():
+        raise ValueError(f"unknown model {s!r}; choose one of {', '.join(model_names())} or give a .toml file")
+    return from_dict(_read_toml(p), str(p))
