@@ -86,14 +86,20 @@ def uncontended_stages(prog: Program, numpy_only=False) -> np.ndarray:
     if event_loop.HAVE_NUMBA and not numpy_only:
         return event_loop.uncontended_rows(prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len, prog.flow_seg,
                                   prog.flow_off, prog.flow_nseg, used, np.int64(prog.n_resources))
+    return _uncontended_numpy(prog, used)
+
+
+def _entries(prog: Program, used):
+    """Every way a flit enters a resource, as parallel int64 arrays ``(resource, predecessor resource,
+    predecessor latency, predecessor service, service here)`` (predecessor -1: entered from outside),
+    plus the row stages in use ``(pr, po, inrow, R_in)`` and each used flow's first segment row."""
+    q_n, w = prog.seg_res.shape
     fseg = prog.flow_seg[used].astype(np.int64)
     foff = prog.flow_off[used].astype(np.int64)
     nseg = prog.flow_nseg[used].astype(np.int64)
     m = fseg.shape[1]
-    seg_res = prog.seg_res.astype(np.int64)
-    seg_svc = prog.seg_svc.astype(np.int64)
-    seg_lat = prog.seg_lat.astype(np.int64)
-    seg_len = prog.seg_len.astype(np.int64)
+    seg_res, seg_svc, seg_lat, seg_len = (a.astype(np.int64) for a in
+                                          (prog.seg_res, prog.seg_svc, prog.seg_lat, prog.seg_len))
     valid = np.arange(m)[None, :] < nseg[:, None]
     pkey = foff * q_n + fseg                                 # (row, offset) as one int64
     ukeys = np.unique(pkey[valid])                           # the (row, offset) pairs in use
@@ -128,27 +134,40 @@ def uncontended_stages(prog: Program, numpy_only=False) -> np.ndarray:
         last = seg_len[a_r] - 1
         add(seg_res[b_r, 0] + b_o, seg_res[a_r, last] + a_o, seg_lat[a_r, last], seg_svc[a_r, last],
             seg_svc[b_r, 0])
-    R, pred, p_lat, p_svc, svc_r = (np.concatenate(c) for c in cols)
+    return tuple(np.concatenate(c) for c in cols), (pr, inrow, R_in), fseg[:, 0]
+
+
+def _never_waiting(n_resources: int, R, pred, p_lat, p_svc, svc_r) -> np.ndarray:
+    """Resources every entry of which comes from one FCFS predecessor with one latency and a
+    service at least this resource's (so no flit ever waits there): bool ``[n_resources]``."""
     order = np.argsort(R, kind="stable")
     R, pred, p_lat, p_svc, svc_r = R[order], pred[order], p_lat[order], p_svc[order], svc_r[order]
     starts = np.flatnonzero(np.r_[True, R[1:] != R[:-1]])
-    uR = R[starts]
-    same = np.ones(uR.shape, bool)
+    same = np.ones(starts.shape, bool)
     for x in (pred, p_lat, p_svc):                           # exactly one (pred, lat, svc) per resource
         same &= np.minimum.reduceat(x, starts) == np.maximum.reduceat(x, starts)
     ok = same & (np.minimum.reduceat(pred, starts) >= 0) & \
         (np.maximum.reduceat(svc_r, starts) <= np.minimum.reduceat(p_svc, starts))
-    good = np.zeros(prog.n_resources, bool)
-    good[uR[ok]] = True
+    good = np.zeros(n_resources, bool)
+    good[R[starts][ok]] = True
+    return good
+
+
+def _uncontended_numpy(prog: Program, used) -> np.ndarray:
+    """The numpy version of :func:`uncontended_stages` (the compiled one is ``event_loop.uncontended_rows``)."""
+    q_n, w = prog.seg_res.shape
+    entries, (pr, inrow, R_in), first_rows = _entries(prog, used)
+    good = _never_waiting(prog.n_resources, *entries)
     # a row stage is merged only if it is good for every offset the row is used with
+    kk = np.arange(w)[None, :]
     rr = np.broadcast_to(pr[:, None], inrow.shape)[inrow]
     cc = np.broadcast_to(kk, inrow.shape)[inrow]
     nbad = np.bincount(rr * w + cc, weights=~good[R_in[inrow]], minlength=q_n * w).reshape(q_n, w)
-    bad = nbad > 0
-    merge[:, 1:] = (np.arange(1, w)[None, :] < seg_len[:, None])
-    merge &= ~bad
+    merge = np.zeros((q_n, w), bool)
+    merge[:, 1:] = (np.arange(1, w)[None, :] < prog.seg_len.astype(np.int64)[:, None])
+    merge &= ~(nbad > 0)
     merge[np.setdiff1d(np.arange(q_n), pr), :] = False
-    merge[np.unique(fseg[:, 0]), 1] = False                  # stage 1 of a first segment follows the issue event
+    merge[np.unique(first_rows), 1] = False                  # stage 1 of a first segment follows the issue event
     return merge
 
 
