@@ -281,6 +281,30 @@ def _segments_of_traffic(system: System, t: Traffic):
     return blocks, invs, [src, src, src, dst, dst]
 
 
+def _background_part(system: System, background, traffic_issuers, lay):
+    """Segment rows of the background flows (one per distinct (kind, CU, stack)), each flow's row
+    and GPU offset, and its (flits, issuer, phase -1, tb, step) columns.  ``ValueError`` if a
+    background flow shares a CU with the traffic."""
+    from .background import Background, background_stages
+    bflits = np.asarray(background.flits, np.int64)
+    biss = np.asarray(background.gpu, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)
+    clash = sorted(set(np.unique(biss[bflits > 0]).tolist()) & set(np.unique(traffic_issuers).tolist()))
+    if clash:
+        raise ValueError(f"background flows share CU(s) with the traffic (global CU ids {clash[:5]}...); "
+                         "put background threadblocks on CUs the collective does not use")
+    key = (np.asarray(background.kind, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)) \
+        * system.n_hbm_stacks + np.asarray(background.stack, np.int64)
+    u, bg_inv = np.unique(key, return_inverse=True)
+    z = np.zeros(u.shape[0], np.int64)
+    rep = Background(gpu=z, cu=(u // system.n_hbm_stacks) % system.n_cus, stack=u % system.n_hbm_stacks,
+                     kind=u // (system.n_hbm_stacks * system.n_cus), flits=z + 1, tb=z, step=z)
+    bres, bsvc, blat = (np.asarray(a) for a in background_stages(system, rep))
+    cols = (bflits, biss, np.full(bflits.shape, -1, np.int64), np.asarray(background.tb, np.int64),
+            np.asarray(background.step, np.int64))
+    return (_compress(bres, bsvc, blat, None), bg_inv.reshape(-1),
+            np.asarray(background.gpu, np.int64) * lay.per_gpu, cols)
+
+
 def compile_program(system: System, traffic: Traffic, background=None) -> Program:
     """Build the integer-ps flit program of ``traffic`` (+ optional background).
 
@@ -306,28 +330,10 @@ def compile_program(system: System, traffic: Traffic, background=None) -> Progra
     n_traffic = t.n_flows
     bg_inv = bg_off = None
     if background is not None and background.n_flows:
-        from .background import Background, background_stages
-        bflits = np.asarray(background.flits, np.int64)
-        biss = np.asarray(background.gpu, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)
-        clash = sorted(set(np.unique(biss[bflits > 0]).tolist()) & set(np.unique(issuer[flits > 0]).tolist()))
-        if clash:
-            raise ValueError(f"background flows share CU(s) with the traffic (global CU ids {clash[:5]}...); "
-                             "put background threadblocks on CUs the collective does not use")
-        key = (np.asarray(background.kind, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)) \
-            * system.n_hbm_stacks + np.asarray(background.stack, np.int64)
-        u, bg_inv = np.unique(key, return_inverse=True)
-        z = np.zeros(u.shape[0], np.int64)
-        rep = Background(gpu=z, cu=(u // system.n_hbm_stacks) % system.n_cus, stack=u % system.n_hbm_stacks,
-                         kind=u // (system.n_hbm_stacks * system.n_cus), flits=z + 1, tb=z, step=z)
-        bres, bsvc, blat = (np.asarray(a) for a in background_stages(system, rep))
-        blocks.append(_compress(bres, bsvc, blat, None))
-        bg_inv = bg_inv.reshape(-1)
-        bg_off = np.asarray(background.gpu, np.int64) * lay.per_gpu
-        flits = np.concatenate([flits, bflits])
-        issuer = np.concatenate([issuer, biss])
-        phase = np.concatenate([phase, np.full(bflits.shape, -1, np.int64)])
-        tb = np.concatenate([tb, np.asarray(background.tb, np.int64)])
-        step = np.concatenate([step, np.asarray(background.step, np.int64)])
+        block, bg_inv, bg_off, cols = _background_part(system, background, issuer[flits > 0], lay)
+        blocks.append(block)
+        flits, issuer, phase, tb, step = (np.concatenate([a, b]) for a, b in
+                                          zip((flits, issuer, phase, tb, step), cols))
 
     # one segment table
     w = max([b[0].shape[1] for b in blocks] + [1])
