@@ -18,6 +18,8 @@ SUBCOMMANDS = {
     "estimate": "nuna_jax.cli.estimate",
     "simulate": "nuna_jax.cli.simulate",
     "kernel": "nuna_jax.cli.kernel",
+    "sweep": "nuna_jax.cli.sweep",
+    "sensitivity": "nuna_jax.cli.sensitivity",
 }
 
 

@@ -100,3 +100,23 @@ def simulate_ns(s: System, pt: PaddedTraffic) -> float:
     n = pt.n_flows
     t = Traffic(**{k: np.asarray(getattr(pt.traffic, k))[:n] for k in FIELDS})
     return float(simulate(s, t).completion_ns)
+
+
+def pad(t: Traffic) -> PaddedTraffic:
+    """A concrete traffic padded to its shape bucket (``contention.bucket_rows``)."""
+    rows = K.bucket_rows(t.n_flows)
+    return PaddedTraffic(K.pad_flows(t, rows), int(t.n_flows), int(rows), int(K.resolve_n_phases(t)))
+
+
+def path_value_and_grad(s: System, pt: PaddedTraffic):
+    """``(estimate_ns, d estimate / d System)`` at fixed traffic: ``jax.value_and_grad`` of
+    ``analyze(s, t).estimate_ns`` over every continuous System leaf (docs/analytical.md)."""
+    t = jax.tree_util.tree_map(jnp.asarray, pt.traffic)
+    f = jax.jit(jax.value_and_grad(lambda s_: K.analyze(s_, t, n_phases=pt.n_phases).estimate_ns))
+    return f(s)
+
+
+def path_time_ns(s: System, pt: PaddedTraffic) -> float:
+    """The path model's estimate for one system and traffic, ns."""
+    t = jax.tree_util.tree_map(jnp.asarray, pt.traffic)
+    return float(K.analyze(s, t, n_phases=pt.n_phases).estimate_ns)
