@@ -64,11 +64,13 @@ def bench_closed_form(devs, chunk: int, sizes: int) -> dict:
     t0 = time.perf_counter()
     static, tables = closed_eval.block_args(b, g.system_of(dict(b.fixed)), g, mesh)
     setup = time.perf_counter() - t0
-    chunk = min(chunk, b.n_points)
-    fn = closed_eval.closed_form_fn(chunk=chunk, mesh=mesh, **static)
-    starts = [put_replicated(np.int32((k * chunk) % (b.n_points - chunk + 1)), mesh) for k in range(8)]
+    L = b.free_lens[-1]
+    n_rows = b.n_points // L
+    rows = max(len(devs), min(chunk // L, n_rows) // len(devs) * len(devs))
+    chunk = rows * L
+    fn = closed_eval.closed_form_fn(rows=rows, mesh=mesh, **static)
+    starts = [put_replicated(np.int32((k * rows) % max(1, n_rows - rows + 1)), mesh) for k in range(8)]
     best, med, calls = _time(lambda k: fn(starts[k % 8], *tables))
-    # check one chunk against the host formula on a few points (closed_eval is the sweep's evaluator)
     return {"block_points": b.n_points, "chunk": chunk, "hw_variants": int(len(tables[1])),
             "tables_setup_s": setup, "best_s": best, "median_s": med, "calls": calls,
             "evals_per_s": chunk / best, "evals_per_s_median": chunk / med}

@@ -7,11 +7,11 @@ algorithms away and each point costs one fused multiply-add chain.  Per
 hardware variant (the product of the block's continuous hardware axes),
 ``alpha, beta, gamma`` come from ``collectives.alpha_beta_gamma`` (vmapped).
 
-A chunk is generated on the device from its first local index ``j0``: the
-point's free-axis digits (mixed radix, ``groups.Block.free_digits``) pick its
-size and hardware variant from small replicated tables, so the device reads
-almost nothing and writes 4 bytes per point.  The chunk axis is split over
-the mesh.
+A chunk is generated on the device from its first row ``r0`` (a row: the
+block's last free axis): the row's free-axis digits (mixed radix, as
+``groups.Block.free_digits``) pick its size and hardware variant from small
+replicated tables, so the device reads almost nothing and writes 4 bytes per
+point.  The rows are split over the mesh.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import numpy as np
 
 from ..models import collectives as C
 from .groups import Block
-from .shard import batch_sharding, put_replicated, replicated
+from jax.sharding import NamedSharding, PartitionSpec
+
+from .shard import put_replicated, replicated
 
 __all__ = ["hw_tables", "closed_form_fn", "closed_form_tables"]
 
@@ -61,36 +63,55 @@ def closed_form_tables(block: Block, base_system, grid):
 
 @functools.lru_cache(maxsize=256)
 def closed_form_fn(coll: int, alg: int, p: int, free_lens: tuple, size_pos: int, hw_pos: tuple,
-                   chunk: int, mesh):
-    """``f(j0, sizes, alpha, beta, gamma) -> time_ns[chunk]`` for local points ``j0 .. j0+chunk-1``.
+                   rows: int, mesh):
+    """``f(r0, sizes, alpha, beta, gamma) -> time_ns[rows, L]`` for local points ``r0*L .. (r0+rows)*L - 1``.
 
-    ``free_lens``: the block's free-axis lengths; ``size_pos``: position of the
-    ``size`` axis among them; ``hw_pos``: positions of the continuous hardware
-    axes (C order gives the variant index).  Points past the block's end read
-    clamped tables (the caller drops them).
+    The chunk is laid out as rows of the block's last free axis (length
+    ``L = free_lens[-1]``, the fastest-varying one), so per-point work is a
+    broadcast: the outer digits (mixed radix over ``free_lens[:-1]``) are
+    decoded once per row, and the last axis contributes either the size
+    vector, a contiguous slice of the hardware tables (it is then the last
+    hardware axis, stride 1) or nothing.  ``size_pos``: position of ``size``
+    among the free axes; ``hw_pos``: positions of the continuous hardware axes.
+    Rows past the block's end read clamped tables (the caller drops them).
     """
+    L = free_lens[-1]
+    last = len(free_lens) - 1
+    outer = free_lens[:-1]
     hw_lens = [free_lens[i] for i in hw_pos]
-    hw_strides = [int(math.prod(hw_lens[k + 1:])) for k in range(len(hw_lens))]
-    bat, rep = batch_sharding(mesh), replicated(mesh)
+    hw_strides = {i: int(math.prod(hw_lens[k + 1:])) for k, i in enumerate(hw_pos)}
+    bat = NamedSharding(mesh, PartitionSpec("d", None))
+    rep = replicated(mesh)
 
-    def f(j0, sizes, alpha, beta, gamma):
-        j = j0 + jnp.arange(chunk, dtype=jnp.int32)
-        digits, rem = [], j
-        for n in reversed(free_lens):
-            digits.append(rem % n)
-            rem = rem // n
-        digits = digits[::-1]
-        n_bytes = sizes[digits[size_pos]]
-        h = jnp.zeros_like(j)
-        for i, st in zip(hw_pos, hw_strides):
-            h = h + digits[i] * st
-        return C.cost_ns(coll, alg, p, n_bytes, alpha[h], beta[h], gamma[h])
+    def f(r0, sizes, alpha, beta, gamma):
+        r = r0 + jnp.arange(rows, dtype=jnp.int32)
+        digits, rem = {}, r
+        for i in reversed(range(len(outer))):
+            digits[i] = rem % outer[i]
+            rem = rem // outer[i]
+        h = jnp.zeros_like(r)
+        for i in hw_pos:
+            if i != last:
+                h = h + digits[i] * hw_strides[i]
+        if size_pos == last:
+            n_bytes = sizes[None, :]
+        else:
+            n_bytes = sizes[digits[size_pos]][:, None]
+        if last in hw_pos:       # the last hw axis has stride 1: a row is a contiguous table slice
+            a, b, g = (v.reshape(-1, L)[h // L] for v in (alpha, beta, gamma))
+        else:
+            a, b, g = (v[h][:, None] for v in (alpha, beta, gamma))
+        return C.cost_ns(coll, alg, p, n_bytes, a, b, g)
 
-    return jax.jit(f, in_shardings=(rep, rep, rep, rep, rep), out_shardings=bat)
+    out = jax.jit(f, in_shardings=(rep, rep, rep, rep, rep), out_shardings=bat)
+    return out
 
 
 def block_args(block: Block, base_system, grid, mesh):
-    """Everything :func:`closed_form_fn` needs for a block: ``(static kwargs, device tables)``."""
+    """Everything :func:`closed_form_fn` needs for a block: ``(static kwargs, device tables)``.
+
+    A block with no free axis gets a virtual one of length 1 (``size`` is
+    always free, so this does not happen for a checked grid)."""
     coll = C.collective_code(block.fixed["collective"])
     alg = C.algorithm_code(block.fixed["algorithm"])
     sizes = np.asarray(grid.values("size"), np.float32)

@@ -154,16 +154,19 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                              "(split the grid)")
         s = _block_system(grid, b)
         static, tables = closed_eval.block_args(b, s, grid, mesh)
-        chunk = round_up(min(cf_chunk or grid.closed_form_chunk, round_up(b.n_points, mesh)), mesh)
-        fn = closed_eval.closed_form_fn(chunk=chunk, mesh=mesh, **static)
-        for lo, hi in _chunks(b.n_points, chunk):
+        L = b.free_lens[-1]
+        n_rows = b.n_points // L
+        rows = round_up(max(1, min((cf_chunk or grid.closed_form_chunk) // L, n_rows)), mesh)
+        fn = closed_eval.closed_form_fn(rows=rows, mesh=mesh, **static)
+        for r_lo in range(0, n_rows, rows):
+            lo, hi = r_lo * L, min(n_rows, r_lo + rows) * L
             j = np.arange(lo, hi, dtype=np.int64)
             gidx = b.global_index(j)
             if not w.todo_mask(gidx).any():
                 continue
             if not budget_left():
                 break
-            t = to_host(fn(put_replicated(np.int32(lo), mesh), *tables))[: hi - lo]
+            t = to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo]
             nan = np.full(hi - lo, np.nan)
             emit(gidx, t, nan, np.full(hi - lo, -1))
 
