@@ -103,7 +103,8 @@ def bench_fig9(devs) -> dict:
         cols = to_columns(*read_rows(out))
     rows = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()}
             for i in range(len(cols["index"]))]
-    return {"points": g.n_points, "seconds": wall, "plan_s": s["plan_s"], "path_groups": s["path_groups"],
+    return {"points": g.n_points, "seconds": wall, "plan_s": s["plan_s"], "compile_s": s["compile_s"],
+            "eval_s": s["eval_s"], "path_groups": s["path_groups"],
             "distinct_traffic": s["distinct_traffic"], "rows": rows}
 
 
@@ -112,6 +113,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     ap.add_argument("--quick", action="store_true", help="small sizes (CPU smoke run)")
     ap.add_argument("--no-fig9", action="store_true")
+    ap.add_argument("--fig9-only", action="store_true")
     ap.add_argument("--tag", default=None, help="device tag in the file name (default: backend)")
     a = ap.parse_args(argv)
     devs = jax.devices()
@@ -124,12 +126,12 @@ def main(argv=None) -> int:
     counts = [k for k in (1, 2, 4, 8) if k <= len(devs)]
     res = {"info": info, "closed_form": {}, "path_model": {}, "fig9": {}}
     cf_chunk = (1 << 28) if gpu else (1 << 22)
-    for k in counts:
+    for k in counts if not a.fig9_only else []:
         r = bench_closed_form(devs[:k], cf_chunk, (1 << 18) if gpu else 4096)
         res["closed_form"][str(k)] = r
         print(f"closed form, {k} device(s): chunk {r['chunk']}: {r['best_s'] * 1e3:.3f} ms -> "
               f"{r['evals_per_s']:.3e} evals/s (median {r['evals_per_s_median']:.3e})", flush=True)
-    for k in counts:
+    for k in counts if not a.fig9_only else []:
         r = bench_path(devs[:k], 256 if gpu else 16)
         res["path_model"][str(k)] = r
         print(f"path model, {k} device(s): {r['points']} points, warm {r['warm_run_s']:.2f} s -> "
@@ -140,8 +142,8 @@ def main(argv=None) -> int:
             r = bench_fig9(devs[:k])
             res["fig9"][str(k)] = r
             print(f"fig9 grid, {k} device(s): {r['points']} points in {r['seconds']:.1f} s "
-                  f"(traffic {r['plan_s']:.1f} s, {r['path_groups']} shape groups)", flush=True)
-    if len(counts) > 1:
+                  f"(traffic {r['plan_s']:.1f} s, compile {r['compile_s']:.1f} s, {r['path_groups']} shape groups)", flush=True)
+    if len(counts) > 1 and res["closed_form"]:
         c1 = res["closed_form"]["1"]["evals_per_s"]
         res["scaling"] = {k: res["closed_form"][k]["evals_per_s"] / c1 for k in res["closed_form"]}
     res["targets"] = {"closed_form_1xH200": 3e11, "closed_form_2xH200_ratio": 1.8, "closed_form_2core_cpu": 1e9,
@@ -149,7 +151,7 @@ def main(argv=None) -> int:
     tag = a.tag or backend
     outdir = Path(a.out)
     outdir.mkdir(parents=True, exist_ok=True)
-    path = outdir / f"sweep_{tag}_{info['date']}.json"
+    path = outdir / f"sweep_{tag}{'_fig9' if a.fig9_only else ''}_{info['date']}.json"
     path.write_text(json.dumps(res, indent=1, default=str))
     print(f"wrote {path}")
     return 0

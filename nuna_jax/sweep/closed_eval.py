@@ -48,7 +48,7 @@ def closed_form_tables(block: Block, base_system, grid):
     hardware variants (``H = 1`` when no continuous hardware axis is free)."""
     stat = block.fixed["stat"]
     hw = hw_tables(block, base_system, grid)
-    f = jax.jit(jax.vmap(lambda vals: jnp.stack(C.alpha_beta_gamma(base_system.replace(**vals), stat))))
+    f = functools.partial(_abg_batch, stat=stat)
     if not hw:
         a, b, g = C.alpha_beta_gamma(base_system, stat)
         return tuple(np.asarray([float(v)], np.float32) for v in (a, b, g))
@@ -56,9 +56,15 @@ def closed_form_tables(block: Block, base_system, grid):
     out = []
     for lo in range(0, H, _ABG_BATCH):
         sl = {k: jnp.asarray(v[lo:lo + _ABG_BATCH], jnp.float32) for k, v in hw.items()}
-        out.append(np.asarray(f(sl)))
+        out.append(np.asarray(f(base_system, sl)))
     abg = np.concatenate(out, axis=0).astype(np.float32)
     return abg[:, 0], abg[:, 1], abg[:, 2]
+
+
+@functools.partial(jax.jit, static_argnames="stat")
+def _abg_batch(base_system, vals: dict, stat: str):
+    """``[n, 3]`` (alpha, beta, gamma) for the base system with each row of ``vals`` substituted."""
+    return jax.vmap(lambda v: jnp.stack(C.alpha_beta_gamma(base_system.replace(**v), stat)))(vals)
 
 
 @functools.lru_cache(maxsize=256)

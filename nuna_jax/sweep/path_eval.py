@@ -68,9 +68,12 @@ def traffic_for(s: System, point: dict, cache: dict) -> PaddedTraffic:
     return hit
 
 
-def stack_traffic(items) -> Traffic:
-    """Padded traffics of one shape, stacked on a new leading axis (numpy)."""
-    return jax.tree_util.tree_map(lambda *v: np.stack([np.asarray(x) for x in v]), *[p.traffic for p in items])
+def stack_traffic(items, n_rows: int | None = None) -> Traffic:
+    """Padded traffics stacked on a new leading axis (numpy), each first padded to ``n_rows``
+    (default: their common row count) with zero-flit rows (``contention.pad_flows``)."""
+    n_rows = max(p.n_rows for p in items) if n_rows is None else int(n_rows)
+    ts = [p.traffic if p.n_rows == n_rows else K.pad_flows(p.traffic, n_rows) for p in items]
+    return jax.tree_util.tree_map(lambda *v: np.stack([np.asarray(x) for x in v]), *ts)
 
 
 @functools.lru_cache(maxsize=64)
@@ -111,9 +114,12 @@ def pad(t: Traffic) -> PaddedTraffic:
 def path_value_and_grad(s: System, pt: PaddedTraffic):
     """``(estimate_ns, d estimate / d System)`` at fixed traffic: ``jax.value_and_grad`` of
     ``analyze(s, t).estimate_ns`` over every continuous System leaf (docs/analytical.md)."""
-    t = jax.tree_util.tree_map(jnp.asarray, pt.traffic)
-    f = jax.jit(jax.value_and_grad(lambda s_: K.analyze(s_, t, n_phases=pt.n_phases).estimate_ns))
-    return f(s)
+    return _value_and_grad(s, jax.tree_util.tree_map(jnp.asarray, pt.traffic), pt.n_phases)
+
+
+@functools.partial(jax.jit, static_argnames="n_phases")
+def _value_and_grad(s, t, n_phases):
+    return jax.value_and_grad(lambda s_: K.analyze(s_, t, n_phases=n_phases).estimate_ns)(s)
 
 
 def path_time_ns(s: System, pt: PaddedTraffic) -> float:
