@@ -34,7 +34,7 @@ __all__ = ["hw_tables", "closed_form_fn", "closed_form_tables"]
 _ABG_BATCH = 256  # hardware variants per alpha_beta_gamma call (bounds the [routers, stacks] tables)
 
 
-def hw_tables(block: Block, base_system, grid) -> dict:
+def hw_tables(block: Block, grid) -> dict:
     """Per hardware variant (C order over ``block.hw_axes()``): the value of each hw axis, ``[H]``."""
     axes = block.hw_axes()
     if not axes:
@@ -47,7 +47,7 @@ def closed_form_tables(block: Block, base_system, grid):
     """``(alpha_ns, beta_ns_per_byte, gamma_ns_per_byte)``, each ``[H]`` float32, for the block's
     hardware variants (``H = 1`` when no continuous hardware axis is free)."""
     stat = block.fixed["stat"]
-    hw = hw_tables(block, base_system, grid)
+    hw = hw_tables(block, grid)
     f = functools.partial(_abg_batch, stat=stat)
     if not hw:
         a, b, g = C.alpha_beta_gamma(base_system, stat)

@@ -6,8 +6,8 @@ static ``System`` fields (``n_gpus``, ``n_io_ports``, ``n_dies``, mesh, ...) --
 and leaves the others *free* (``size``, the continuous hardware fields,
 ``policy``, ``tbs_per_gpu``, ``nar_granularity``).  A block's points are a
 sub-grid of the free axes; point ``j`` of a block (C order over its free axes)
-has a global index computed here, on the host (numpy) and, for the closed form,
-on the device (``jnp``), by the same mixed-radix formula.
+has a global index computed here on the host (numpy); the closed form decodes
+the same mixed-radix digits on the device (``closed_eval``).
 
 Path-model blocks are split further by traffic shape (padded rows, phases) in
 ``sweep.run``; the closed form needs no traffic.
@@ -40,7 +40,7 @@ class Block:
     def n_points(self) -> int:
         return int(math.prod(self.free_lens))
 
-    def free_digits(self, j, xp=np):
+    def free_digits(self, j):
         """Digits of local points ``j`` over the free axes, a list of arrays (C order)."""
         out, rem = [], j
         for n in reversed(self.free_lens):
@@ -48,9 +48,9 @@ class Block:
             rem = rem // n
         return out[::-1]
 
-    def global_index(self, j, xp=np):
-        idx = xp.zeros_like(j) + self.base_index
-        for d, st in zip(self.free_digits(j, xp), self.free_strides):
+    def global_index(self, j):
+        idx = np.zeros_like(j) + self.base_index
+        for d, st in zip(self.free_digits(j), self.free_strides):
             idx = idx + d * st
         return idx
 

@@ -28,7 +28,7 @@ from ..traffic import FIELDS, Traffic
 from .shard import batch_sharding, replicated
 
 __all__ = ["PaddedTraffic", "traffic_key", "traffic_for", "stack_traffic", "path_batch_fn", "simulate_ns",
-           "PLACEMENT_FIELDS"]
+           "PLACEMENT_FIELDS", "pad", "path_value_and_grad"]
 
 # continuous System fields the placement reads (placement.py: the HBM bandwidth-delay product
 # sizes the page groups), so traffic is cached per value of these too
@@ -121,8 +121,3 @@ def path_value_and_grad(s: System, pt: PaddedTraffic):
 def _value_and_grad(s, t, n_phases):
     return jax.value_and_grad(lambda s_: K.analyze(s_, t, n_phases=n_phases).estimate_ns)(s)
 
-
-def path_time_ns(s: System, pt: PaddedTraffic) -> float:
-    """The path model's estimate for one system and traffic, ns."""
-    t = jax.tree_util.tree_map(jnp.asarray, pt.traffic)
-    return float(K.analyze(s, t, n_phases=pt.n_phases).estimate_ns)
