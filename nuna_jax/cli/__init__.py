@@ -19,6 +19,8 @@ SUBCOMMANDS = {
     "simulate": "nuna_jax.cli.simulate",
     "kernel": "nuna_jax.cli.kernel",
     "e2e": "nuna_jax.cli.e2e",
+    "sweep": "nuna_jax.cli.sweep",
+    "sensitivity": "nuna_jax.cli.sensitivity",
 }
 
 

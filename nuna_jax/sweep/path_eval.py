@@ -1,0 +1,123 @@
+"""Every call of the sweep into the scenario builder, the path model and the simulator.
+
+(One module, so that a change of ``models.contention``'s entry points is adapted
+in one place.)
+
+* :func:`traffic_for` builds plan -> placement -> traffic once per distinct
+  discrete configuration (``make_scenario``) and caches it, padded to the path
+  model's shape bucket (``contention.bucket_rows`` / ``pad_flows``).
+* :func:`path_batch_fn` is the jitted, vmapped, sharded path-model evaluator of
+  one static-shape group: a batch of points, each an index into the group's
+  stacked hardware variants and an index into its stacked traffics.
+* :func:`simulate_ns` runs the flit simulator on one point.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..models import contention as K
+from ..scenario import make_scenario
+from ..system import System
+from ..traffic import FIELDS, Traffic
+from .shard import batch_sharding, replicated
+
+__all__ = ["PaddedTraffic", "traffic_key", "traffic_for", "stack_traffic", "path_batch_fn", "simulate_ns",
+           "PLACEMENT_FIELDS", "pad", "path_value_and_grad"]
+
+# continuous System fields the placement reads (placement.py: the HBM bandwidth-delay product
+# sizes the page groups), so traffic is cached per value of these too
+PLACEMENT_FIELDS = ("hbm_bw_bytes_per_ns", "hbm_latency_ns")
+
+
+class PaddedTraffic(NamedTuple):
+    traffic: Traffic      # numpy leaves, padded to n_rows
+    n_flows: int          # real rows
+    n_rows: int           # padded rows (the shape bucket)
+    n_phases: int
+
+
+def traffic_key(s: System, point: dict) -> tuple:
+    """What the traffic of a point depends on: the static system, the discrete scenario
+    axes and the continuous fields the placement reads."""
+    statics = tuple(getattr(s, f) for f in ("mesh_cols", "mesh_rows", "n_dies", "cus_per_router",
+                                            "n_hbm_stacks", "n_io_ports", "n_gpus", "flit_bytes",
+                                            "page_bytes", "max_outstanding_per_cu"))
+    cont = tuple(float(np.asarray(getattr(s, f))) for f in PLACEMENT_FIELDS)
+    return statics + cont + (point["collective"], point["size"], point["policy"], point["algorithm"],
+                             point["tbs_per_gpu"], point["nar_granularity"])
+
+
+def traffic_for(s: System, point: dict, cache: dict) -> PaddedTraffic:
+    """The padded traffic of a point, built once per :func:`traffic_key` (``cache`` is a dict)."""
+    key = traffic_key(s, point)
+    hit = cache.get(key)
+    if hit is None:
+        sc = make_scenario(s, collective=point["collective"], size_bytes=int(point["size"]),
+                           policy=point["policy"], tbs_per_gpu=point["tbs_per_gpu"],
+                           nar_granularity=point["nar_granularity"], algorithm=point["algorithm"])
+        t = sc.traffic
+        rows = K.bucket_rows(t.n_flows)
+        hit = PaddedTraffic(K.pad_flows(t, rows), int(t.n_flows), int(rows), int(K.resolve_n_phases(t)))
+        cache[key] = hit
+    return hit
+
+
+def stack_traffic(items, n_rows: int | None = None) -> Traffic:
+    """Padded traffics stacked on a new leading axis (numpy), each first padded to ``n_rows``
+    (default: their common row count) with zero-flit rows (``contention.pad_flows``)."""
+    n_rows = max(p.n_rows for p in items) if n_rows is None else int(n_rows)
+    ts = [p.traffic if p.n_rows == n_rows else K.pad_flows(p.traffic, n_rows) for p in items]
+    return jax.tree_util.tree_map(lambda *v: np.stack([np.asarray(x) for x in v]), *ts)
+
+
+@functools.lru_cache(maxsize=64)
+def path_batch_fn(n_phases: int, mesh) -> callable:
+    """``f(systems, traffics, hw_idx, t_idx) -> (estimate_ns, lower_bound_ns)``, each ``[B]``.
+
+    ``systems``: a System with continuous leaves stacked ``[H]``; ``traffics``:
+    a Traffic stacked ``[T, n_rows]``; ``hw_idx``, ``t_idx``: ``[B]`` indices,
+    split over the mesh (``B`` a multiple of its size).  Point ``b`` is
+    ``analyze(systems[hw_idx[b]], traffics[t_idx[b]])`` (docs/analytical.md).
+    """
+    rep, bat = replicated(mesh), batch_sharding(mesh)
+
+    def one(systems, traffics, h, k):
+        s = jax.tree_util.tree_map(lambda v: v[h], systems)
+        t = jax.tree_util.tree_map(lambda v: v[k], traffics)
+        c = K.analyze(s, t, n_phases=n_phases)
+        return c.estimate_ns, c.lower_bound_ns
+
+    f = jax.vmap(one, in_axes=(None, None, 0, 0))
+    return jax.jit(f, in_shardings=(rep, rep, bat, bat), out_shardings=(bat, bat))
+
+
+def simulate_ns(s: System, pt: PaddedTraffic) -> float:
+    """Exact completion time of a point's traffic, ns (``sim.simulate``, padding rows dropped)."""
+    from ..sim import simulate
+    n = pt.n_flows
+    t = Traffic(**{k: np.asarray(getattr(pt.traffic, k))[:n] for k in FIELDS})
+    return float(simulate(s, t).completion_ns)
+
+
+def pad(t: Traffic) -> PaddedTraffic:
+    """A concrete traffic padded to its shape bucket (``contention.bucket_rows``)."""
+    rows = K.bucket_rows(t.n_flows)
+    return PaddedTraffic(K.pad_flows(t, rows), int(t.n_flows), int(rows), int(K.resolve_n_phases(t)))
+
+
+def path_value_and_grad(s: System, pt: PaddedTraffic):
+    """``(estimate_ns, d estimate / d System)`` at fixed traffic: ``jax.value_and_grad`` of
+    ``analyze(s, t).estimate_ns`` over every continuous System leaf (docs/analytical.md)."""
+    return _value_and_grad(s, jax.tree_util.tree_map(jnp.asarray, pt.traffic), pt.n_phases)
+
+
+@functools.partial(jax.jit, static_argnames="n_phases")
+def _value_and_grad(s, t, n_phases):
+    return jax.value_and_grad(lambda s_: K.analyze(s_, t, n_phases=n_phases).estimate_ns)(s)
+

@@ -1,0 +1,283 @@
+"""Run a grid: plan the blocks, build the traffic once per discrete configuration,
+evaluate in chunks on the device mesh, stream rows to the output, resume.
+
+Order of work (docs/sweep.md):
+
+1. the grid was checked when it was read (``grid.grid_from_dict``);
+2. every process reads the output file (points already written are skipped);
+3. path-model and simulator points: their traffic is built (cached per
+   ``path_eval.traffic_key``) before any evaluation, so a point that cannot be
+   placed fails before a row is written;
+4. blocks are evaluated chunk by chunk -- closed form generated on the device
+   (``closed_eval``), path model as a vmap over (hardware variant, traffic)
+   index pairs (``path_eval.path_batch_fn``), simulator on the host -- and each
+   chunk's rows are appended as soon as it finishes.
+
+With several processes (``sweep.distributed``), every process runs the same
+plan and the same jitted calls over a mesh of every host's devices; results are
+all-gathered and process 0 writes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import defaultdict
+
+import jax
+import numpy as np
+
+from . import closed_eval, path_eval
+from .grid import Grid, continuous_fields
+from .groups import Block, blocks
+from ..system import stack_systems
+from .shard import device_mesh, put_batch, put_replicated, round_up, to_host
+from .writer import RowWriter, grid_fingerprint
+
+__all__ = ["run_sweep", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
+
+RESULT_COLUMNS = ("time_ns", "lower_bound_ns", "n_flows")
+DEFAULT_MAX_ROWS = 1 << 20   # path model: points x padded flow rows per chunk (bounds memory)
+MERGE_FACTOR = 2.0           # path model: shape buckets within this ratio share one compiled program
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled = total, 0, enabled and total > 0
+        self.t0 = self.last = time.time()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        now = time.time()
+        if self.enabled and (now - self.last > 0.5 or self.done >= self.total):
+            self.last = now
+            frac = self.done / self.total
+            bar = "#" * int(30 * frac)
+            sys.stderr.write(f"\r[{bar:30s}] {self.done}/{self.total} points {100 * frac:5.1f}% "
+                             f"{now - self.t0:6.1f} s")
+            if self.done >= self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _axis_columns(grid: Grid, index: np.ndarray) -> dict:
+    digits = grid.digits(index)
+    return {a: np.asarray(list(v) + [None], dtype=object)[digits[:, k]] for k, (a, v) in enumerate(grid.axes)}
+
+
+def _block_system(grid: Grid, block: Block):
+    p = dict(block.fixed)
+    return grid.system_of(p)
+
+
+def _hw_key(s) -> tuple:
+    return tuple(float(np.asarray(getattr(s, f))) for f in continuous_fields())
+
+
+def _chunks(n: int, size: int):
+    for lo in range(0, n, size):
+        yield lo, min(n, lo + size)
+
+
+def _prepare_path_group(grid: Grid, mesh, key, items, max_rows: int) -> dict:
+    """Stack a path group's distinct hardware variants and traffics (replicated on the mesh)
+    and index each point into them."""
+    _, n_rows, n_phases = key
+    hw_of, systems, tr_of, traffics, hw_i, t_i = {}, [], {}, [], [], []
+    for _, s, tr in items:
+        k = _hw_key(s)
+        if k not in hw_of:
+            hw_of[k] = len(systems)
+            systems.append(s.replace(name="sweep"))
+        if id(tr) not in tr_of:
+            tr_of[id(tr)] = len(traffics)
+            traffics.append(tr)
+        hw_i.append(hw_of[k])
+        t_i.append(tr_of[id(tr)])
+    return {"n_phases": n_phases, "n_rows": n_rows,
+            "S": put_replicated(stack_systems(systems), mesh),
+            "T": put_replicated(path_eval.stack_traffic(traffics, n_rows), mesh),
+            "index": np.asarray([i for i, _, _ in items], np.int64),
+            "n_flows": np.asarray([tr.n_flows for _, _, tr in items], np.int64),
+            "hw_i": np.asarray(hw_i, np.int32), "t_i": np.asarray(t_i, np.int32),
+            "B": round_up(max(1, min(grid.chunk, max_rows // n_rows, len(items))), mesh)}
+
+
+_COMPILED: dict = {}   # ahead-of-time compiled path programs, by shapes (lower().compile() is not cached)
+
+
+def _compile_all(prepared: list, mesh, threads: int) -> list:
+    """Compile every group's program ahead of time, ``threads`` at once (XLA compiles outside
+    the GIL, so the groups' compile times overlap on a many-core host)."""
+    def one(g):
+        key = (g["n_phases"], mesh, g["B"], jax.tree_util.tree_structure((g["S"], g["T"])),
+               tuple(v.shape for v in jax.tree_util.tree_leaves((g["S"], g["T"]))))
+        if key not in _COMPILED:
+            fn = path_eval.path_batch_fn(g["n_phases"], mesh)
+            idx = put_batch(np.zeros(g["B"], np.int32), mesh)
+            _COMPILED[key] = fn.lower(g["S"], g["T"], idx, idx).compile()
+        return _COMPILED[key]
+    if threads <= 1 or len(prepared) <= 1:
+        return [one(g) for g in prepared]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        return list(ex.map(one, prepared))
+
+
+def _merge_shapes(groups: dict, factor: float) -> dict:
+    """Merge path groups of one block and phase count whose padded rows lie within ``factor`` of
+    the smallest (greedy, ascending); a merged group is padded to its largest row count.  Fewer
+    programs to compile, at most ``factor`` x the rows to evaluate."""
+    by = defaultdict(list)
+    for (b_no, rows, ph), items in groups.items():
+        by[(b_no, ph)].append((rows, items))
+    out = {}
+    for (b_no, ph), lst in by.items():
+        lst.sort(key=lambda x: x[0])
+        cur, lo = [], None
+        for rows, items in lst:
+            if lo is not None and rows > factor * lo:
+                out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
+                cur, lo = [], None
+            if lo is None:
+                lo = rows
+            cur.append((rows, items))
+        out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
+    return out
+
+
+def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
+              devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
+              merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None) -> dict:
+    """Evaluate every point of ``grid`` not yet in ``out`` and append its row.
+
+    ``max_rows``: path-model chunk bound (points x padded flows); ``devices``:
+    the mesh (default ``jax.devices()``); ``max_chunks``: stop after that many
+    chunks (an interruption, for tests); ``cf_chunk``: closed-form points per
+    chunk (default the grid's ``closed_form_chunk``); ``merge_factor``: path
+    shape buckets within this ratio share a compiled program (1: no merging);
+    ``compile_threads``: path-model programs compiled at once (default: CPU
+    count, at most 8).  Returns a summary.
+    """
+    t_start = time.time()
+    if compile_threads is None:
+        compile_threads = min(8, os.cpu_count() or 1)
+    mesh = device_mesh(devices)
+    writer_proc = jax.process_index() == 0
+    columns = ["index", *grid.names, *RESULT_COLUMNS]
+    w = RowWriter(out, columns, grid_fingerprint(grid), grid.n_points, active=writer_proc)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        multihost_utils.sync_global_devices("nuna_jax.sweep: output read")
+    already = len(w.done)
+    bl = blocks(grid)
+
+    # ---- plan: traffic for every path / sim point still to do --------------------------------
+    cache: dict = {}
+    path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
+    sim_points = []
+    t_plan = time.time()
+    for b_no, b in enumerate(bl):
+        if b.fixed["model"] == "closed_form":
+            continue
+        idx = b.global_index(np.arange(b.n_points, dtype=np.int64))
+        idx = idx[w.todo_mask(idx)]
+        for i in idx:
+            pt = grid.point(int(i))
+            s = grid.system_of(pt)
+            try:
+                tr = path_eval.traffic_for(s, pt, cache)
+            except ValueError as e:
+                desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
+                raise ValueError(f"grid point {int(i)} ({desc}): {e}") from None
+            if b.fixed["model"] == "sim":
+                sim_points.append((int(i), s, tr))
+            else:
+                path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
+    path_groups = _merge_shapes(path_groups, merge_factor)
+    plan_s = time.time() - t_plan
+
+    todo = grid.n_points - already
+    prog = _Progress(todo, progress and writer_proc)
+    w.open()
+    n_chunks = 0
+    stopped = False
+    written = 0
+
+    def emit(index, time_ns, lb, nflows):
+        nonlocal written
+        keep = w.todo_mask(index)
+        cols = {"index": index[keep], **{k: v[keep] for k, v in _axis_columns(grid, index[keep]).items()},
+                "time_ns": np.asarray(time_ns)[keep], "lower_bound_ns": np.asarray(lb)[keep],
+                "n_flows": np.asarray(nflows)[keep]}
+        written += w.write(cols)
+        prog.add(int(keep.sum()))
+
+    def budget_left() -> bool:
+        nonlocal n_chunks, stopped
+        if max_chunks is not None and n_chunks >= max_chunks:
+            stopped = True
+            return False
+        n_chunks += 1
+        return True
+
+    t_eval = time.time()
+    # ---- closed form ------------------------------------------------------------------------
+    for b in bl:
+        if b.fixed["model"] != "closed_form" or stopped:
+            continue
+        if b.n_points >= 2**31:
+            raise ValueError(f"a closed-form block has {b.n_points} points; at most 2^31 - 1 per block "
+                             "(split the grid)")
+        s = _block_system(grid, b)
+        static, tables = closed_eval.block_args(b, s, grid, mesh)
+        L = b.free_lens[-1]
+        n_rows = b.n_points // L
+        rows = round_up(max(1, min((cf_chunk or grid.closed_form_chunk) // L, n_rows)), mesh)
+        fn = closed_eval.closed_form_fn(rows=rows, mesh=mesh, **static)
+        for r_lo in range(0, n_rows, rows):
+            lo, hi = r_lo * L, min(n_rows, r_lo + rows) * L
+            j = np.arange(lo, hi, dtype=np.int64)
+            gidx = b.global_index(j)
+            if not w.todo_mask(gidx).any():
+                continue
+            if not budget_left():
+                break
+            t = to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo]
+            nan = np.full(hi - lo, np.nan)
+            emit(gidx, t, nan, np.full(hi - lo, -1))
+
+    # ---- path model ---------------------------------------------------------------------------
+    prepared = [_prepare_path_group(grid, mesh, key, items, max_rows) for key, items in path_groups.items()]
+    t_c = time.time()
+    compiled = _compile_all(prepared, mesh, compile_threads)
+    compile_s = time.time() - t_c
+    for g, fn in zip(prepared, compiled):
+        if stopped:
+            break
+        B = g["B"]
+        for lo, hi in _chunks(len(g["index"]), B):
+            if not budget_left():
+                break
+            sel = np.arange(lo, lo + B).clip(max=hi - 1)
+            est, lb = to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh)))
+            m = hi - lo
+            emit(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi])
+
+    # ---- simulator (host, process 0) -------------------------------------------------------------
+    for i, s, tr in sim_points:
+        if stopped or not budget_left():
+            break
+        if writer_proc:
+            t = path_eval.simulate_ns(s, tr)
+            emit(np.asarray([i]), np.asarray([t]), np.asarray([np.nan]), np.asarray([tr.n_flows]))
+
+    eval_s = time.time() - t_eval
+    w.close()
+    return {"eval_s": eval_s, "compile_s": compile_s, "n_points": grid.n_points, "already_done": already, "written": written,
+            "complete": len(w.done) == grid.n_points if writer_proc else None,
+            "interrupted": stopped, "chunks": n_chunks, "blocks": len(bl),
+            "path_groups": len(path_groups), "distinct_traffic": len(cache), "plan_s": plan_s,
+            "seconds": time.time() - t_start, "devices": [str(d) for d in mesh.devices.ravel()],
+            "processes": jax.process_count(), "out": str(out)}
