@@ -64,6 +64,9 @@ def cu_domains(system, placement, gpu: int = 0):
     many threadblocks the CU holds.
     """
     g = check_gpu(system, gpu)
+    if placement.tb_gpu is None:
+        raise ValueError("placement.tb_gpu is None: the picture needs each threadblock's GPU "
+                         "(Placement(..., tb_gpu=plan.tb_gpu))")
     tb_cu, tb_gpu = np.asarray(placement.tb_cu), np.asarray(placement.tb_gpu)
     tb_dom = np.asarray(placement.tb_domain)
     dom = np.full(system.n_cus, -1, np.int64)
