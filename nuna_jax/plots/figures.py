@@ -130,7 +130,8 @@ def compare_figure(scenarios, *, gpu=0, _single=False) -> Figure:
     for ax, (label, s, p, t), d in zip(axes, scenarios, data):
         title = _default_title(s, p, t, d["gpu"])
         if label and not _single:
-            title = f"{label}: {title}"
+            same = str(label).replace(" ", "").upper() == str(p.policy).replace(" ", "").upper()
+            title = f"{label}: " + (title.replace(f": {p.policy},", ",") if same else title)
         elif label:
             title = label
         colors = domain_colors(d["domains"].granularity)
@@ -138,7 +139,8 @@ def compare_figure(scenarios, *, gpu=0, _single=False) -> Figure:
         _domain_legend(ax, d["domains"], colors)
     _byte_colorbars(fig, list(axes), port_norm, hbm_norm)
     if not _single:
-        fig.suptitle(f"GPU {data[0]['gpu']}, side by side (shared colour scales)", fontsize=9)
+        fig.suptitle(f"GPU {data[0]['gpu']}: {', '.join(str(sc[0]) for sc in scenarios)} side by side "
+                     "(shared colour scales)", fontsize=9)
     return fig
 
 
