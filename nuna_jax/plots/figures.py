@@ -16,7 +16,7 @@ from matplotlib.ticker import FuncFormatter
 
 from .. import geometry as geo
 from .data import check_gpu, cu_domains, port_bytes, port_latency_ns, resource_utilization, stack_bytes
-from .draw import domain_colors, draw_cus, draw_links, draw_mesh, draw_ports, draw_stacks, finish_axes
+from .draw import domain_colors, draw_cus, draw_links, draw_mesh, draw_ports, draw_stacks, finish_axes, mesh_extent
 
 __all__ = ["socket_figure", "compare_figure", "simulation_figure", "latency_map_figure"]
 
@@ -76,9 +76,9 @@ def _domain_legend(ax, domains, colors):
                      else f"all ports 0-{len(domains.flat) - 1} (baseline hash, no NAR)")
                for k in range(g)][:12]
     handles.append(Patch(fc="0.9", ec="none", label="idle CU"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(handles), 4),
-              fontsize=6, title="CUs used (threadblocks) and port strip, coloured by routing domain; "
-              "xn: n threadblocks on one CU", title_fontsize=6, frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(handles), 3),
+              fontsize=6, title="CUs used (threadblocks) and port strip, coloured by routing domain\n"
+              "(xn: n threadblocks on one CU)", title_fontsize=6, frameon=False)
 
 
 def _byte_colorbars(fig, axes, port_norm, hbm_norm):
@@ -122,7 +122,10 @@ def compare_figure(scenarios, *, gpu=0, _single=False) -> Figure:
     n = len(scenarios)
     ncols = min(n, 2)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(9.5 * ncols + 1.2, 3.4 * nrows + 0.9), layout="constrained")
+    xl, yl = mesh_extent(scenarios[0][1])
+    w_ax = min(9.5, max(5.0, 0.33 * (xl[1] - xl[0])))  # inches per panel, the socket's aspect kept
+    h_ax = w_ax * (yl[0] - yl[1]) / (xl[1] - xl[0])
+    fig = Figure(figsize=(w_ax * ncols + 1.4, (h_ax + 1.3) * nrows + 0.5), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[n:]:
         fig.delaxes(ax)
