@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from nuna_jax import plots, sim
 from nuna_jax.presets import preset
 from nuna_jax.scenario import make_scenario
+from nuna_jax.traffic import FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +158,9 @@ def test_simulation_figure_draws_busy_over_completion(simulated, tmp_path, gpu):
     assert heights.sum() == lat_ns.size == int(sc.traffic.total_flits)
     np.testing.assert_array_equal(heights, np.histogram(lat_ns, bins=edges)[0])
     _files_ok(fig, tmp_path)
+    with pytest.raises(ValueError, match="traffic flows"):
+        one_flow = sc.traffic.replace(**{k: getattr(sc.traffic, k)[:1] for k in FIELDS})
+        plots.simulation_figure(s, one_flow, r)
 
 
 def test_latency_map_matches_hand_latencies(tmp_path):

@@ -161,6 +161,9 @@ def simulation_figure(system, traffic, sim_result, *, gpu=0, bin_ns=None) -> Fig
     the one-way store latency of every traffic flit (store issue -> HBM write, NUNA Figure 10).
     Axes: the socket, its colour bar, the histogram."""
     g = check_gpu(system, gpu)
+    if int(sim_result.n_traffic_flows) != traffic.n_flows:
+        raise ValueError(f"sim_result has {sim_result.n_traffic_flows} traffic flows but traffic has "
+                         f"{traffic.n_flows}: pass the Traffic that was simulated")
     lat_ns = np.asarray(sim_result.store_latency_ps, np.float64) / 1000.0
     if bin_ns is None:
         bin_ns = _nice_bin_ns(lat_ns)
@@ -179,7 +182,8 @@ def simulation_figure(system, traffic, sim_result, *, gpu=0, bin_ns=None) -> Fig
     done_ns = sim_result.completion_ps / 1000.0
     finish_axes(ax, system, n_stack_strips=1, n_port_strips=2,
                 title=(f"{system.name}, GPU {g} of {system.n_gpus}: resource utilization over the run "
-                       f"({done_ns:,.1f} ns, {sim_result.flits_delivered:,} flits)"))
+                       f"({done_ns:,.1f} ns; the pod sent {_fmt_bytes(traffic.total_bytes)}B, "
+                       f"{sim_result.flits_delivered:,} flits)"))
     cb = fig.colorbar(ScalarMappable(norm, cmap), ax=ax, shrink=0.8, aspect=25, pad=0.01,
                       format=FuncFormatter(lambda v, _: f"{100 * v:g}"))
     cb.set_label("utilization = busy / completion time (%)\nof links (drawn left of their direction),\n"
