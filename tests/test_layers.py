@@ -15,7 +15,7 @@ LAYER = {
     "plans": 2, "msccl": 3, "nar": 2, "placement": 3, "astra": 8,
     "traffic": 4, "lowering": 5, "scenario": 6, "path": 6,
     "models": 7, "sim": 7, "kernel_presets": 8,
-    "optim": 9, "sweep": 9, "sensitivity": 9,
+    "optim": 9, "sweep": 9, "sensitivity": 9, "plots": 9,
     "cli": 10, "__main__": 11, "__init__": 11,
 }
 
