@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +108,20 @@ def _load_yaml(text: str, source: str) -> dict:
     return d
 
 
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _plain(v):
+    """A YAML 1.2 number that PyYAML (YAML 1.1) left a string, such as ``1e3``, as a number."""
+    if isinstance(v, str) and len(v) <= 40 and _NUMBER.fullmatch(v.strip()):
+        t = v.strip()
+        return float(t) if re.search(r"[.eE]", t) else int(t)
+    return v
+
+
 def _number(v, key: str, lo: float, hi: float, source: str) -> float:
     rng = f"numbers in [{lo:g}, {hi:g}]"
+    v = _plain(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{source}: {key} entries must be {rng}, got {str(v)[:40]!r}")
     try:
@@ -146,6 +159,7 @@ def parse_network(text: str, source: str = "<string>") -> AstraNetwork:
     npus = []
     total = 1
     for v in vals["npus_count"]:
+        v = _plain(v)
         ok = isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_NPUS_PER_DIM
         if isinstance(v, float) and math.isfinite(v) and v.is_integer() and 1 <= v <= MAX_NPUS_PER_DIM:
             ok = True

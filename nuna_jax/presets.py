@@ -14,7 +14,8 @@ import numpy as np
 
 from .system import System, validate
 
-__all__ = ["preset", "preset_names", "from_params", "from_toml", "load_system", "table2_params"]
+__all__ = ["preset", "preset_names", "from_params", "from_toml", "load_system", "is_system_file", "table2_params",
+           "FIELD_RANGES"]
 
 
 # ---------------------------------------------------------------------------
@@ -209,15 +210,22 @@ def from_toml(path: str | Path) -> System:
         raise ValueError(f"{p}: {e}") from None
 
 
+def is_system_file(spec: str) -> bool:
+    """Whether a ``--system`` value names a file (``*.toml``, a path, or anything on disk) not a preset."""
+    import os
+    spec = str(spec)
+    if spec.lower() in _PRESETS:
+        return False
+    return spec.endswith(".toml") or os.sep in spec or os.path.exists(spec)
+
+
 def load_system(spec: str | None, n_gpus: int | None = None) -> System:
     """Resolve a CLI ``--system`` value: a preset name or a path to a TOML file."""
     spec = spec or "table2"
-    if spec.endswith(".toml"):
+    if is_system_file(spec):
         s = from_toml(spec)
     else:
         s = preset(spec)
     if n_gpus is not None:
         s = validate(s.replace(n_gpus=int(n_gpus)))
     return s
-
-

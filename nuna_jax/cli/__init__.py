@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(one_line(str(e)), file=sys.stderr)
         return 2
     if not args.command:
-        parser.print_help()
+        print(f"nuna-jax: error: give a command ({', '.join(runners)}); see nuna-jax --help", file=sys.stderr)
         return 2
     try:
         return int(runners[args.command](args) or 0)

@@ -12,7 +12,7 @@ from ..placement import POLICIES
 from ..plans import ALGORITHMS, COLLECTIVES
 from ..scenario import Scenario, make_scenario
 from ..system import System
-from ..presets import load_system, preset_names
+from ..presets import is_system_file, load_system, preset_names
 from ..limits import Limits, check_traffic_work, generated_plan_work, plan_work
 
 #: Largest accepted ``--size``: 1 PB (10^15 bytes), far above the papers' 1 GB.
@@ -105,7 +105,7 @@ def system_from_args(args) -> System:
     """The ``--system`` (preset or TOML file, read once) with ``--gpus``, within the work limits."""
     lim = limits_from_args(args)
     spec = str(args.system or "table2")
-    if spec.endswith(".toml"):
+    if is_system_file(spec):
         lim.check_file(spec, "--system file")
     n = getattr(args, "gpus", None)
     if n is not None:

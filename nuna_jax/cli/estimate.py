@@ -27,8 +27,9 @@ def add_parser(sub) -> None:
                     "--network FILE.yml evaluates the closed form on an ASTRA-sim network instead.")
     add_system_args(p)
     add_scenario_args(p)
-    p.add_argument("--temperature", type=number(0.0, 1e9, lo_open=True, what="temperature"), default=10.0,
-                   metavar="NS", help="temperature of the smooth estimate, ns, in (0, 1e9] (default 10)")
+    p.add_argument("--temperature", type=number(1e-3, 1e6, what="temperature"), default=10.0, metavar="NS",
+                   help="temperature of the smooth estimate, ns, in [1e-3, 1e6] (default 10; below 1e-3 the "
+                        "float32 log-sum-exp underflows to NaN)")
     p.add_argument("--network", default=None, metavar="FILE.yml",
                    help="ASTRA-sim analytical network YAML: closed-form time on that network "
                         "(--policy, --tbs and --nar-granularity do not apply)")
