@@ -32,6 +32,7 @@ DEFAULT_LIMITS = {
     "flits": 1 << 26,             # flits simulated (simulate only; ~100 B each)
     "file_bytes": 1 << 24,        # one input file (TOML, MSCCL XML, ASTRA-sim YAML): 16 MiB
     "network_npus": 1 << 20,      # NPUs of an ASTRA-sim network (product over dimensions)
+    "latency_combinations": 1 << 26,  # info: routers x stacks x ports x stacks (models.spread's transfer table)
 }
 
 
@@ -67,6 +68,14 @@ class Limits:
         self.check("mesh_routers", routers, f"{source} (mesh {system.mesh_cols}x{system.mesh_rows})")
         self.check("cus", routers * int(system.cus_per_router),
                    f"{source} ({routers} routers x cus_per_router={system.cus_per_router})")
+
+    def check_spread(self, system, source: str = "the system") -> None:
+        """``info``'s zero-load spread (models.spread) tabulates every (CU router, local stack, port,
+        destination stack): ``routers * stacks^2 * ports`` latencies (5.3 M for Table 2)."""
+        routers = int(system.mesh_cols) * int(system.mesh_rows)
+        n = routers * int(system.n_hbm_stacks) ** 2 * int(system.n_io_ports)
+        self.check("latency_combinations", n,
+                   f"{source} ({routers} routers x {system.n_hbm_stacks}^2 stacks x {system.n_io_ports} ports)")
 
     def check_file(self, path, source: str) -> None:
         """The size of an input file, before reading it (``ValueError`` if it is missing or not a file)."""
