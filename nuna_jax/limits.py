@@ -8,7 +8,10 @@ simulator's cost grows with flits) and input file bytes -- and refuses with a
 ``WorkLimitError`` (a ``ValueError``: exit 2) naming the input and the limit
 when one exceeds :data:`DEFAULT_LIMITS` times the ``--max-work`` factor.
 
-The defaults cover every experiment of the papers: NUNA Figure 9 goes to 64
+The defaults cover every experiment of the papers: every socket is Table 2's
+(or the smaller ``mono`` / ``quad`` presets); a 32x32 mesh of 4096 CUs, the
+largest the limits allow, takes the path model ~70 s and 1.5 GB for an 8-GPU
+1 MB All-Gather (2 cores); NUNA Figure 9 goes to 64
 GPUs and 1 GB buffers (All-Reduce moves 2 * 63 * 1 GB = 126 GB = 30.8 M pages
 of 4 KiB), the simulator runs 8 GPUs up to 1 GB (All-Reduce: 54.7 M flits).
 ``--max-work F`` multiplies every limit by ``F`` (``F < 1`` shrinks them, as the
@@ -24,8 +27,9 @@ __all__ = ["DEFAULT_LIMITS", "WorkLimitError", "Limits", "generated_plan_work", 
 #: Documented default limits (README "Limits and errors").
 DEFAULT_LIMITS = {
     "gpus": 1024,                 # GPUs in the pod (--gpus, System.n_gpus, MSCCL ngpus)
-    "mesh_routers": 4096,         # mesh_cols * mesh_rows
-    "cus": 65536,                 # mesh routers * cus_per_router
+    "mesh_routers": 1024,         # mesh_cols * mesh_rows (Table 2: 144)
+    "cus": 16384,                 # mesh routers * cus_per_router (Table 2: 576)
+    "io_ports": 1024,             # I/O ports per GPU (Table 2: 144)
     "threadblocks": 1 << 20,      # n_gpus * threadblocks per GPU
     "plan_steps": 1 << 22,        # steps of the plan (generated or MSCCL)
     "pages": 1 << 25,             # pages moved + steps: the lowering's segments (~300 B each)
@@ -68,6 +72,7 @@ class Limits:
         self.check("mesh_routers", routers, f"{source} (mesh {system.mesh_cols}x{system.mesh_rows})")
         self.check("cus", routers * int(system.cus_per_router),
                    f"{source} ({routers} routers x cus_per_router={system.cus_per_router})")
+        self.check("io_ports", int(system.n_io_ports), f"{source} (n_io_ports={system.n_io_ports})")
 
     def check_spread(self, system, source: str = "the system") -> None:
         """``info``'s zero-load spread (models.spread) tabulates every (CU router, local stack, port,

@@ -10,7 +10,8 @@ Every case must end in one of two ways (README "Limits and errors"):
 
 never exit 1 (an internal error keeps its traceback), and within a bounded
 time and memory per case.  The work limits are shrunk for the tests (so a
-valid case stays small); ``-m slow`` runs many more examples, and the path
+valid case stays small); ``-m slow`` runs many more examples (400 per test,
+``NUNA_FUZZ_EXAMPLES=N`` to change), and the path
 model (``estimate`` without ``--network``) and ``info``, whose JIT compiles
 take seconds per new shape, only there.
 
@@ -36,13 +37,15 @@ from hypothesis import strategies as st
 from nuna_jax import limits
 from nuna_jax.cli import main
 
-SMALL_LIMITS = {"gpus": 12, "mesh_routers": 1024, "cus": 8192, "threadblocks": 1024, "plan_steps": 4096,
-                "pages": 8192, "flits": 6000, "file_bytes": 1 << 16, "network_npus": 4096}
+SMALL_LIMITS = {"gpus": 12, "mesh_routers": 256, "cus": 2048, "io_ports": 256, "threadblocks": 1024,
+                "plan_steps": 4096, "pages": 8192, "flits": 6000, "file_bytes": 1 << 16, "network_npus": 4096,
+                "latency_combinations": 1 << 23}
+assert set(SMALL_LIMITS) == set(limits.DEFAULT_LIMITS)
 CASE_TIME_S = 180.0  # a first JIT compile of the path model for a new system can take a minute on 2 busy cores
 CASE_RSS_GROWTH_BYTES = 1.5e9  # growth of the process's peak RSS that one case may cause
 FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-DEEP = settings(max_examples=400, deadline=None, database=None,
+DEEP = settings(max_examples=int(os.environ.get("NUNA_FUZZ_EXAMPLES", "400")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 STATS = {"cases": 0, "exit0": 0, "exit2": 0}
 
