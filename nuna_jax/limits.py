@@ -34,6 +34,7 @@ DEFAULT_LIMITS = {
     "plan_steps": 1 << 22,        # steps of the plan (generated or MSCCL)
     "pages": 1 << 25,             # pages moved + steps: the lowering's segments (~300 B each)
     "flits": 1 << 26,             # flits simulated (simulate only; ~100 B each)
+    "reference_flits": 1 << 18,   # flits simulated by the plain-Python reference engine
     "file_bytes": 1 << 24,        # one input file (TOML, MSCCL XML, ASTRA-sim YAML): 16 MiB
     "network_npus": 1 << 20,      # NPUs of an ASTRA-sim network (product over dimensions)
     "latency_combinations": 1 << 26,  # info: routers x stacks x ports x stacks (models.spread's transfer table)

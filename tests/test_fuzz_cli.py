@@ -38,7 +38,7 @@ from nuna_jax import limits
 from nuna_jax.cli import main
 
 SMALL_LIMITS = {"gpus": 12, "mesh_routers": 256, "cus": 2048, "io_ports": 256, "threadblocks": 1024,
-                "plan_steps": 4096, "pages": 8192, "flits": 6000, "file_bytes": 1 << 16, "network_npus": 4096,
+                "plan_steps": 4096, "pages": 8192, "flits": 6000, "reference_flits": 600, "file_bytes": 1 << 16, "network_npus": 4096,
                 "latency_combinations": 1 << 23}
 assert set(SMALL_LIMITS) == set(limits.DEFAULT_LIMITS)
 CASE_TIME_S = 180.0  # a first JIT compile of the path model for a new system can take a minute on 2 busy cores
@@ -189,8 +189,6 @@ def test_fuzz_place_and_garbage(argv):
 @FAST
 @given(argv=scenario_argv("simulate", gpus=st.integers(2, 3).map(str)))
 def test_fuzz_simulate(argv):
-    if "--engine" in argv and argv[argv.index("--engine") + 1] == "reference":
-        argv += ["--max-work", "0.1"]  # the plain-Python engine is slow: keep its cases tiny
     check_cli(argv)
 
 

@@ -180,8 +180,6 @@ def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario
         work = generated_plan_work(coll, args.algorithm, system.n_gpus, args.tbs, size)
         source = (f"{coll} ({args.algorithm}) of --size {args.size} on {system.n_gpus} GPUs"
                   + (f" with --tbs {args.tbs}" if args.tbs is not None else ""))
-    if args.nar_granularity is not None:
-        lim.check("threadblocks", args.nar_granularity, f"--nar-granularity {args.nar_granularity}")
     check_traffic_work(lim, work, system, source, flits=flits)
     return make_scenario(system, collective=getattr(args, "collective", None), plan_file=plan_file,
                          size_bytes=size, policy=args.policy, tbs_per_gpu=args.tbs,

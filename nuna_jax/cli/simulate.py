@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import add_system_args, emit_json, number, system_from_args
+from .common import add_system_args, emit_json, limits_from_args, number, system_from_args
 
 
 def add_parser(sub) -> None:
@@ -33,6 +33,8 @@ def run(args) -> int:
     t0 = time.perf_counter()
     s = system_from_args(args)
     sc = scenario_from_args(args, s, flits=True)
+    if args.engine == "reference":  # plain Python: a far smaller budget than the compiled engine's
+        limits_from_args(args).check("reference_flits", int(sc.traffic.total_flits), "--engine reference")
     try:
         r = simulate(sc.system, sc.traffic, engine=args.engine, max_time_ns=args.max_time_ns,
                      progress=not args.json)
