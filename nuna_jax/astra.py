@@ -31,11 +31,18 @@ so concurrent messages of a direct exchange share their NPU's links, as in
 ASTRA-sim's congestion-aware backend, not its congestion-unaware one.  The
 file has no reduction cost, so gamma = 0.  Only the four keys above are read;
 any other key is an error (so a typo is not silently ignored).
+
+Reading is PyYAML's ``safe_load`` (no tags that construct objects); every
+number is checked before use: counts are integers in ``[1, MAX_NPUS_PER_DIM]``
+whose product (exact, Python integers) is at most ``MAX_NPUS``, bandwidths
+and latencies finite and within :data:`BANDWIDTH_RANGE_GBPS` /
+:data:`LATENCY_RANGE_NS`, so no result can overflow to infinity.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -49,6 +56,12 @@ __all__ = ["AstraNetwork", "TOPOLOGIES", "parse_network", "load_network", "gbps_
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
 _KEYS = ("topology", "npus_count", "bandwidth", "latency")
 _DEFAULT_ALG = {"Ring": "ring", "FullyConnected": "direct", "Switch": "recursive"}
+#: Accepted ranges (inclusive): link GB/s, link latency ns, NPUs per dimension / in all, dimensions.
+BANDWIDTH_RANGE_GBPS = (1e-6, 1e9)
+LATENCY_RANGE_NS = (0.0, 1e12)
+MAX_NPUS_PER_DIM = 1 << 20
+MAX_NPUS = 1 << 20
+MAX_DIMS = 64
 
 
 def gbps_to_bytes_per_ns(gbps):
@@ -71,7 +84,7 @@ class AstraNetwork:
 
     @property
     def n_npus(self) -> int:
-        return int(np.prod(self.npus_count))
+        return math.prod(int(p) for p in self.npus_count)
 
     def describe(self) -> dict:
         return {"topology": list(self.topology), "npus_count": list(self.npus_count),
@@ -79,91 +92,101 @@ class AstraNetwork:
                 "n_npus": self.n_npus}
 
 
-def _scalar(tok: str):
-    tok = tok.strip().strip("'\"")
+def _load_yaml(text: str, source: str) -> dict:
+    import yaml
     try:
-        return float(tok) if re.search(r"[.eE]", tok) else int(tok)
-    except ValueError:
-        return tok
+        d = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or type(e).__name__
+        raise ValueError(f"{source}: invalid YAML{where}: {what}") from None
+    except RecursionError:
+        raise ValueError(f"{source}: invalid YAML: nested too deeply") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{source}: expected a mapping of {', '.join(_KEYS)}, got {type(d).__name__}")
+    return d
 
 
-def _parse_yaml_subset(text: str) -> dict:
-    """The YAML subset ASTRA-sim network files use: ``key: [a, b]``, ``key: a``
-    and block lists (``key:`` then ``- a`` lines); ``#`` comments."""
-    out: dict = {}
-    key = None
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].rstrip()
-        if not line.strip():
-            continue
-        s = line.strip()
-        if s.startswith("- "):
-            if key is None or not isinstance(out.get(key), list):
-                raise ValueError(f"line {n}: list item outside a list: {raw.strip()!r}")
-            out[key].append(_scalar(s[2:]))
-            continue
-        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_\-]*)\s*:\s*(.*)", s)
-        if not m:
-            raise ValueError(f"line {n}: cannot parse {raw.strip()!r}")
-        key, val = m.group(1), m.group(2).strip()
-        if val.startswith("["):
-            if not val.endswith("]"):
-                raise ValueError(f"line {n}: unterminated list for {key!r}")
-            inner = val[1:-1].strip()
-            out[key] = [_scalar(x) for x in inner.split(",")] if inner else []
-        elif val == "":
-            out[key] = []
-        else:
-            out[key] = _scalar(val)
-    return out
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _plain(v):
+    """A YAML 1.2 number that PyYAML (YAML 1.1) left a string, such as ``1e3``, as a number."""
+    if isinstance(v, str) and len(v) <= 40 and _NUMBER.fullmatch(v.strip()):
+        t = v.strip()
+        return float(t) if re.search(r"[.eE]", t) else int(t)
+    return v
+
+
+def _number(v, key: str, lo: float, hi: float, source: str) -> float:
+    rng = f"numbers in [{lo:g}, {hi:g}]"
+    v = _plain(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{source}: {key} entries must be {rng}, got {str(v)[:40]!r}")
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not (math.isfinite(f) and lo <= f <= hi):
+        raise ValueError(f"{source}: {key} entries must be {rng}, got {str(v)[:40]}")
+    return f
 
 
 def parse_network(text: str, source: str = "<string>") -> AstraNetwork:
     """Parse and validate the text of an ASTRA-sim network YAML; ``ValueError`` names the bad key."""
-    try:
-        d = _parse_yaml_subset(text)
-    except ValueError as e:
-        raise ValueError(f"{source}: {e}") from None
-    unknown = sorted(set(d) - set(_KEYS))
+    d = _load_yaml(text, source)
+    unknown = sorted(str(k) for k in set(d) - set(_KEYS))
     if unknown:
-        raise ValueError(f"{source}: unknown key(s) {', '.join(unknown)}; an ASTRA-sim analytical network "
+        raise ValueError(f"{source}: unknown key(s) {', '.join(unknown)[:200]}; an ASTRA-sim analytical network "
                          f"has {', '.join(_KEYS)}")
     missing = [k for k in _KEYS if k not in d]
     if missing:
         raise ValueError(f"{source}: missing key(s) {', '.join(missing)}")
     vals = {k: d[k] if isinstance(d[k], list) else [d[k]] for k in _KEYS}
     n = len(vals["topology"])
-    if n == 0:
-        raise ValueError(f"{source}: topology must list at least one dimension")
+    if n == 0 or n > MAX_DIMS:
+        raise ValueError(f"{source}: topology must list 1 .. {MAX_DIMS} dimensions, got {n}")
     for k in _KEYS:
         if len(vals[k]) != n:
             raise ValueError(f"{source}: {k} has {len(vals[k])} entries but topology has {n} dimensions")
     topo = []
     for t in vals["topology"]:
-        match = [x for x in TOPOLOGIES if x.lower() == str(t).lower()]
+        match = [x for x in TOPOLOGIES if isinstance(t, str) and x.lower() == t.lower()]
         if not match:
-            raise ValueError(f"{source}: topology {t!r} is not one of {', '.join(TOPOLOGIES)}")
+            raise ValueError(f"{source}: topology {str(t)[:40]!r} is not one of {', '.join(TOPOLOGIES)}")
         topo.append(match[0])
     npus = []
+    total = 1
     for v in vals["npus_count"]:
-        if not isinstance(v, (int, float)) or v != int(v) or int(v) < 1:
-            raise ValueError(f"{source}: npus_count entries must be integers >= 1, got {v!r}")
+        v = _plain(v)
+        ok = isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_NPUS_PER_DIM
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer() and 1 <= v <= MAX_NPUS_PER_DIM:
+            ok = True
+        if not ok:
+            raise ValueError(f"{source}: npus_count entries must be integers in [1, {MAX_NPUS_PER_DIM}], "
+                             f"got {str(v)[:40]}")
         npus.append(int(v))
-    for k in ("bandwidth", "latency"):
-        for v in vals[k]:
-            if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0 or (k == "bandwidth" and v == 0):
-                rng = "> 0" if k == "bandwidth" else ">= 0"
-                raise ValueError(f"{source}: {k} entries must be numbers {rng}, got {v!r}")
-    return AstraNetwork(tuple(topo), tuple(npus), tuple(float(v) for v in vals["bandwidth"]),
-                        tuple(float(v) for v in vals["latency"]))
+        total *= int(v)
+        if total > MAX_NPUS:
+            raise ValueError(f"{source}: npus_count {npus}... multiplies to more than {MAX_NPUS} NPUs")
+    bw = tuple(_number(v, "bandwidth", *BANDWIDTH_RANGE_GBPS, source) for v in vals["bandwidth"])
+    lat = tuple(_number(v, "latency", *LATENCY_RANGE_NS, source) for v in vals["latency"])
+    return AstraNetwork(tuple(topo), tuple(npus), bw, lat)
 
 
 def load_network(path) -> AstraNetwork:
     """Read an ASTRA-sim network YAML file."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ValueError(f"network file {str(p)!r} does not exist")
-    return parse_network(p.read_text(), str(p))
+    if not p.is_file():
+        raise ValueError(f"network file {str(p)!r} is not a regular file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    return parse_network(text, str(p))
 
 
 def _hops(topology: str, p: int, alg: int) -> int:

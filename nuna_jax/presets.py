@@ -14,7 +14,8 @@ import numpy as np
 
 from .system import System, validate
 
-__all__ = ["preset", "preset_names", "from_params", "from_toml", "load_system", "table2_params"]
+__all__ = ["preset", "preset_names", "from_params", "from_toml", "load_system", "is_system_file", "table2_params",
+           "FIELD_RANGES"]
 
 
 # ---------------------------------------------------------------------------
@@ -86,19 +87,55 @@ def preset_names() -> list[str]:
     return sorted(_PRESETS)
 
 
+#: Accepted range (inclusive) of every System field read from a TOML file or parameters.
+#: Wide enough for any real part; narrow enough that no derived time, bandwidth or
+#: product overflows (checked before any model runs).
+FIELD_RANGES = {
+    "mesh_cols": (2, 4096), "mesh_rows": (1, 4096), "n_dies": (1, 4096), "cus_per_router": (1, 4096),
+    "n_hbm_stacks": (2, 8192), "n_io_ports": (2, 1 << 16), "n_gpus": (1, 1 << 20),
+    "flit_bytes": (1, 1 << 20), "page_bytes": (1, 1 << 30), "max_outstanding_per_cu": (1, 1 << 20),
+    "noc_clock_ghz": (1e-3, 1e3), "hop_cycles": (1e-3, 1e6), "die_crossing_ns": (0.0, 1e9),
+    "cu_to_noc_ns": (0.0, 1e9), "link_bw_bytes_per_ns": (1e-6, 1e9), "hbm_bw_bytes_per_ns": (1e-6, 1e9),
+    "hbm_latency_ns": (0.0, 1e9), "port_bw_bytes_per_ns": (1e-6, 1e9), "switch_latency_ns": (0.0, 1e9),
+    "flops_bf16_per_ns": (1e-6, 1e15), "flops_fp4_per_ns": (1e-6, 1e15),
+}
+
+
 def _coerce(params: Mapping[str, Any]) -> dict:
+    """Plain parameters -> System keyword arguments, each checked for type and range.
+
+    ``ValueError`` names the field, the bad value and the allowed range.
+    """
     fields = {f.name: f for f in dataclasses.fields(System)}
-    unknown = sorted(set(params) - set(fields))
+    unknown = sorted(str(k) for k in set(params) - set(fields))
     if unknown:
-        raise ValueError(f"unknown System field(s): {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
+        raise ValueError(f"unknown System field(s): {', '.join(unknown)[:300]}; known: {', '.join(sorted(fields))}")
     out = {}
     for k, v in params.items():
         static = not fields[k].metadata.get("pytree_node", True)
-        if static and k != "name":
+        if k == "name":
+            if not isinstance(v, str) or not v or len(v) > 200:
+                raise ValueError(f"name must be a non-empty string of at most 200 characters, got {str(v)[:60]!r}")
+            out[k] = v
+            continue
+        lo, hi = FIELD_RANGES.get(k, (None, None))
+        if static:
             if isinstance(v, float) and v.is_integer():
                 v = int(v)
-        elif not static and isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-            v = float(v)
+            ok = isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+            if not ok or (lo is not None and not lo <= v <= hi):
+                raise ValueError(f"{k} must be an integer in [{lo}, {hi}], got {str(v)[:60]}")
+            v = int(v)
+        else:
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{k} must be a number in [{lo:g}, {hi:g}], got {str(v)[:60]!r}")
+            try:
+                f = float(v)
+            except OverflowError:
+                f = float("inf")
+            if not np.isfinite(f) or (lo is not None and not lo <= f <= hi):
+                raise ValueError(f"{k} must be a finite number in [{lo:g}, {hi:g}], got {str(v)[:60]}")
+            v = f
         out[k] = v
     return out
 
@@ -114,7 +151,7 @@ def from_params(**params) -> System:
     return validate(System(**_coerce(base)))
 
 
-def preset(name: str = "table2", **overrides) -> System:
+def preset(name: str = "table2", /, **overrides) -> System:
     """A named preset (``table2``, ``mono``, ``quad``), optionally overridden.
 
     >>> preset("table2", n_gpus=64).n_gpus
@@ -131,36 +168,64 @@ def preset(name: str = "table2", **overrides) -> System:
 def from_toml(path: str | Path) -> System:
     """Read a System from TOML: an optional ``base = "<preset>"`` plus field overrides.
 
-    Keys may sit at top level or under a ``[system]`` table.
+    Keys may sit at top level or under a ``[system]`` table; ``name`` names the
+    result (with or without ``base``).  ``ValueError`` names the file and the
+    field for every error (unreadable file, invalid TOML, unknown field, wrong
+    type, out of range).
     """
     try:
         import tomllib  # Python >= 3.11
     except ModuleNotFoundError:  # pragma: no cover
         import tomli as tomllib
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ValueError(f"system file {str(p)!r} does not exist")
-    with p.open("rb") as fh:
-        try:
-            data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"{p}: invalid TOML: {e}") from None
-    data = dict(data.get("system", data))
+    if not p.is_file():
+        raise ValueError(f"system file {str(p)!r} is not a regular file")
+    raw = p.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{p}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise ValueError(f"{p}: invalid TOML: nested too deeply") from None
+    if "system" in data:
+        if not isinstance(data["system"], dict):
+            raise ValueError(f"{p}: [system] must be a table, got {type(data['system']).__name__}")
+        extra = sorted(set(data) - {"system"})
+        if extra:
+            raise ValueError(f"{p}: keys outside [system]: {', '.join(extra)[:200]}")
+        data = data["system"]
+    data = dict(data)
     base = data.pop("base", None)
-    if base is not None:
-        return preset(base, **data)
-    return from_params(**data)
+    try:
+        if base is not None:
+            if not isinstance(base, str):
+                raise ValueError(f"base must be a preset name ({', '.join(preset_names())}), got {base!r}")
+            return preset(base, **data)
+        return from_params(**data)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from None
+
+
+def is_system_file(spec: str) -> bool:
+    """Whether a ``--system`` value names a file (``*.toml``, a path, or anything on disk) not a preset."""
+    import os
+    spec = str(spec)
+    if spec.lower() in _PRESETS:
+        return False
+    return spec.endswith(".toml") or os.sep in spec or os.path.exists(spec)
 
 
 def load_system(spec: str | None, n_gpus: int | None = None) -> System:
     """Resolve a CLI ``--system`` value: a preset name or a path to a TOML file."""
     spec = spec or "table2"
-    if spec.endswith(".toml"):
+    if is_system_file(spec):
         s = from_toml(spec)
     else:
         s = preset(spec)
     if n_gpus is not None:
         s = validate(s.replace(n_gpus=int(n_gpus)))
     return s
-
-

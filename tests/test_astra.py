@@ -74,3 +74,46 @@ def test_bad_topology_file_and_missing_file():
         astra.load_network(DATA / "astra_bad_topology.yml")
     with pytest.raises(ValueError, match="does not exist"):
         astra.load_network(DATA / "nope.yml")
+
+
+# ---- safe_load and validated numbers (issue 11)
+_NET = "topology: [Ring]\nnpus_count: [{n}]\nbandwidth: [{bw}]\nlatency: [{lat}]\n"
+
+
+@pytest.mark.parametrize("n,bw,lat,msg", [
+    ("8", "100", "1e308", "latency"),          # a YAML 1.2 number (PyYAML reads a string)
+    ("8", "100", "1.0e+308", "latency"),
+    ("8", ".nan", "1", "bandwidth"),
+    ("8", "100", ".inf", "latency"),
+    ("8", "1.0e-300", "1", "bandwidth"),
+    ("1.0e+400", "100", "1", "npus_count"),
+    ("true", "100", "1", "npus_count"),
+    ("99999999999999999999", "100", "1", "npus_count"),
+    ("8", "'fast'", "1", "bandwidth"),
+])
+def test_numbers_are_range_checked(n, bw, lat, msg):
+    with pytest.raises(ValueError, match=msg):
+        astra.parse_network(_NET.format(n=n, bw=bw, lat=lat), "net.yml")
+
+
+def test_yaml_1_2_numbers_read_as_numbers():
+    net = astra.parse_network(_NET.format(n="8", bw="1e2", lat="5e2"))
+    assert net.bandwidth_GBps == (100.0,) and net.latency_ns == (500.0,)
+
+
+def test_npu_product_never_wraps():
+    text = ("topology: [Ring, Ring, Ring, Ring]\nnpus_count: [65536, 65536, 65536, 65536]\n"
+            "bandwidth: [1, 1, 1, 1]\nlatency: [1, 1, 1, 1]\n")
+    with pytest.raises(ValueError, match="NPUs"):  # 2^64: wrapped to 0 in int64 before
+        astra.parse_network(text)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("topology: !!python/object/apply:os.system ['true']\n", "invalid YAML at line 1"),
+    ("topology: [Ring\n", "invalid YAML"),
+    ("- a\n- b\n", "expected a mapping"),
+    ("a: &x [1]\nb: [*x, *x]\n", "unknown key"),
+])
+def test_unsafe_or_malformed_yaml_is_refused(text, msg):
+    with pytest.raises(ValueError, match=msg):
+        astra.parse_network(text, "net.yml")

@@ -94,3 +94,50 @@ def test_size_must_split_into_whole_element_chunks():
         load_msccl(DATA / "ag2_direct.xml", 4097)
     with pytest.raises(ValueError, match="does not exist"):
         load_msccl(DATA / "nope.xml", 4096)
+
+
+# ---- bounded work and one parse per file (issue 11)
+def test_huge_ngpus_is_refused_fast_with_a_short_message():
+    import time
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as e:
+        parse_msccl('<algo ngpus="1000000000" nchunksperloop="1"><gpu id="0"/></algo>', 1000)
+    assert time.perf_counter() - t0 < 1.0           # no set of 10^9 ids
+    msg = str(e.value)
+    assert len(msg) < 200 and "999999999 in all" in msg  # ids 1 .. 10^9 - 1 missing, 10 named
+
+
+@pytest.mark.parametrize("attr", ['ngpus="1099511627777"', 'ngpus="99999999999999999999999999999999999999999999"'])
+def test_integer_attributes_are_range_checked(attr):
+    with pytest.raises(ValueError, match="ngpus"):
+        parse_msccl(f'<algo {attr} nchunksperloop="1"/>', 1000)
+
+
+def test_buffers_too_large_to_address_are_refused():
+    xml = ('<algo ngpus="2" nchunksperloop="1"><gpu id="0" o_chunks="1000000000000"/>'
+           '<gpu id="1"/></algo>')
+    with pytest.raises(ValueError, match="o_chunks"):
+        parse_msccl(xml, 2**30)  # 10^12 chunks of 1 GiB > 2^60 bytes
+
+
+@pytest.mark.parametrize("xml,msg", [
+    ('<!DOCTYPE algo [<!ENTITY a "x">]><algo name="&a;"/>', "not allowed"),
+    ('<!DOCTYPE algo SYSTEM "http://example.invalid/a.dtd"><algo/>', "not allowed"),
+    ("<algo", "malformed XML at line 1"),
+    ("", "malformed XML"),
+])
+def test_hostile_xml_is_refused_by_the_hardened_parser(xml, msg):
+    with pytest.raises(ValueError, match=msg):
+        parse_msccl(xml, 1000)
+
+
+def test_the_cli_parses_a_plan_file_once(monkeypatch, capsys):
+    import nuna_jax.msccl as M
+    from nuna_jax.cli import main
+    calls = []
+    real = M.parse_msccl
+    monkeypatch.setattr(M, "parse_msccl", lambda *a, **k: calls.append(1) or real(*a, **k))
+    M._CACHE.clear()
+    assert main(["place", "--plan", str(DATA / "ag3_ring.xml"), "--size", "3kB", "--json"]) == 0
+    assert len(calls) == 1
+    assert msccl_gpus(DATA / "ag3_ring.xml") == 3 and len(calls) == 1  # header only, no full parse

@@ -31,4 +31,4 @@ def test_simulate_text_and_errors(capsys):
     assert main(["simulate", "--collective", "allgather", "--size", "20kB", "--gpus", "2",
                  "--policy", "nosuch"]) == 2
     assert main(["simulate", "--collective", "allgather", "--size", "1MB", "--gpus", "2",
-                 "--policy", "ua", "--max-time-ns", "10"]) == 1
+                 "--policy", "ua", "--max-time-ns", "10"]) == 2  # a user error (issue 11)

@@ -126,3 +126,50 @@ def test_stack_systems_vmap_equals_single_calls():
     assert float(batched[0]) == pytest.approx(28 * 6.0 / 1.2 + 3 * 12.0, rel=1e-6)
     with pytest.raises(ValueError, match="mesh_cols"):
         stack_systems([preset("table2"), preset("mono")])
+
+
+# ---- TOML systems: every error names the file and the field (issue 11)
+def test_toml_name_with_base_names_a_custom_system(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('base = "quad"\nname = "my-quad"\nn_gpus = 4\n')
+    s = from_toml(f)
+    assert (s.name, s.n_gpus, s.mesh_cols) == ("my-quad", 4, 16)  # quad preset: 16x4 mesh
+    f.write_text('[system]\nbase = "table2"\nname = "t"\nhop_cycles = 20\n')
+    s = from_toml(f)
+    assert s.name == "t" and s.hop_cycles == 20.0
+
+
+@pytest.mark.parametrize("body,field", [
+    ('n_gpus = "eight"\n', "n_gpus"),
+    ("mesh_cols = 2.5\n", "mesh_cols"),
+    ("mesh_rows = true\n", "mesh_rows"),
+    ("hop_cycles = nan\n", "hop_cycles"),
+    ("link_bw_bytes_per_ns = inf\n", "link_bw_bytes_per_ns"),
+    ("hbm_latency_ns = 1e300\n", "hbm_latency_ns"),
+    ("cu_to_noc_ns = -1.0\n", "cu_to_noc_ns"),
+    ("noc_clock_ghz = [1, 2]\n", "noc_clock_ghz"),
+    ("mesh_cols = 100000000000000000000\n", "mesh_cols"),
+    ("name = 3\n", "name"),
+    ("base = 3\n", "base"),
+    ("flops_bf16_per_ns = 1979-05-27\n", "flops_bf16_per_ns"),
+])
+def test_toml_type_and_range_errors_name_file_and_field(tmp_path, body, field):
+    f = tmp_path / "bad.toml"
+    f.write_text(body)
+    with pytest.raises(ValueError) as e:
+        from_toml(f)
+    assert str(f) in str(e.value) and field in str(e.value)
+
+
+def test_toml_file_errors_say_what_is_wrong(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        from_toml(tmp_path / "missing.toml")
+    with pytest.raises(ValueError, match="not a regular file"):
+        from_toml(tmp_path)
+    f = tmp_path / "broken.toml"
+    f.write_text("n_gpus = = 3\n")
+    with pytest.raises(ValueError, match=r"broken.toml: invalid TOML.*line 1"):
+        from_toml(f)
+    f.write_bytes(b"name = \"\xff\"\n")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        from_toml(f)

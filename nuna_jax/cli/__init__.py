@@ -2,7 +2,10 @@
 
 Each subcommand lives in its own module ``nuna_jax.cli.<name>`` exposing
 ``add_parser(subparsers)`` (registers the subparser) and ``run(args) -> int``.
-This file only dispatches.
+This file dispatches and is the one error boundary (README "Limits and
+errors"): a user error -- a bad command line, a bad or unreadable input file,
+a number out of range, work over the limits -- is one line on stderr and exit
+status 2; anything else is a bug and keeps its traceback (exit 1).
 """
 
 from __future__ import annotations
@@ -10,6 +13,37 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
+
+#: Exception types that mean "bad input" (after the readers have turned parser errors
+#: into ValueError naming the file): values out of range, overflow, unreadable files.
+USER_ERRORS = (ValueError, OverflowError, OSError)
+MAX_MESSAGE_CHARS = 600
+
+
+class UsageError(Exception):
+    """A command-line parse error (argparse's), reported as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors raised as :class:`UsageError` (subparsers inherit it)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def one_line(text: str) -> str:
+    """A message folded onto one line and capped at ``MAX_MESSAGE_CHARS``."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= MAX_MESSAGE_CHARS else s[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _user_message(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"cannot read {e.filename!r}: {e.strerror or type(e).__name__}"
+    if isinstance(e, OverflowError):
+        return f"a number is out of range ({e})"
+    return str(e) or type(e).__name__
 
 # subcommand name -> module; order is the order in --help
 SUBCOMMANDS = {
@@ -25,7 +59,7 @@ SUBCOMMANDS = {
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="nuna-jax",
         description="Model, optimize and check collective communication on multi-die GPU "
                     "scale-up pods (NUNA). Default system: NUNA Table 2.",
@@ -48,15 +82,31 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser, runners = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        print(one_line(str(e)), file=sys.stderr)
+        return 2
     if not args.command:
-        parser.print_help()
+        print(f"nuna-jax: error: give a command ({', '.join(runners)}); see nuna-jax --help", file=sys.stderr)
         return 2
     try:
         return int(runners[args.command](args) or 0)
-    except ValueError as e:
-        print(f"nuna-jax {args.command}: error: {e}", file=sys.stderr)
+    except USER_ERRORS as e:
+        print(one_line(f"nuna-jax {args.command}: error: {_user_message(e)}"), file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"nuna-jax {args.command}: error: out of memory; the inputs ask for more than this machine "
+              "has (lower the sizes, or --max-work below 1)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"nuna-jax {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # a bug: keep the traceback, say so
+        traceback.print_exc()
+        print(f"nuna-jax {args.command}: internal error (a bug in nuna-jax, not in your input); "
+              "please report it with the command line above", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import re
 import sys
 
@@ -10,7 +12,11 @@ from ..placement import POLICIES
 from ..plans import ALGORITHMS, COLLECTIVES
 from ..scenario import Scenario, make_scenario
 from ..system import System
-from ..presets import load_system, preset_names
+from ..presets import is_system_file, load_system, preset_names
+from ..limits import Limits, check_traffic_work, generated_plan_work, plan_work
+
+#: Largest accepted ``--size``: 1 PB (10^15 bytes), far above the papers' 1 GB.
+MAX_SIZE_BYTES = 10**15
 
 _UNITS = {
     "": 1, "b": 1,
@@ -34,11 +40,13 @@ def parse_size(text: str | int) -> int:
                 f"bad size {text!r}: use a number with an optional unit "
                 "B, kB, MB, GB (decimal) or KiB, MiB, GiB (binary), e.g. 1MB")
         val = float(m.group(1)) * _UNITS[m.group(2).lower()]
+        if not math.isfinite(val) or val > MAX_SIZE_BYTES:
+            raise ValueError(f"size {text!r} is out of range: allowed 1 B .. {MAX_SIZE_BYTES:.0e} B")
         if abs(val - round(val)) > 1e-6 * max(1.0, val):
             raise ValueError(f"size {text!r} is not a whole number of bytes")
         n = int(round(val))
-    if n <= 0:
-        raise ValueError(f"size must be > 0 bytes, got {text!r}")
+    if n <= 0 or n > MAX_SIZE_BYTES:
+        raise ValueError(f"size must be in 1 B .. {MAX_SIZE_BYTES:.0e} B, got {text!r}")
     return n
 
 
@@ -49,21 +57,82 @@ def format_size(n: float) -> str:
     return f"{n:g}B"
 
 
+def number(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, what: str = ""):
+    """An argparse ``type``: a finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``).
+
+    NaN, infinity, overflow and out-of-range values are refused with the range
+    (argparse turns the error into exit 2 and one line on stderr).
+    """
+    left = "(" if lo_open else "["
+    label = f"{what} " if what else ""
+
+    def parse(text: str):
+        try:
+            v = int(text, 10) if integer else float(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(
+                f"{label}{text[:40]!r} is not {'an integer' if integer else 'a number'}") from None
+        ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{label}{text[:40]!r} is out of range: allowed {left}{lo:.10g}, {hi:.10g}]")
+        return v
+
+    parse.__name__ = "integer" if integer else "number"
+    return parse
+
+
+def add_max_work_arg(p) -> None:
+    p.add_argument("--max-work", type=number(0.0, 1e6, lo_open=True), default=1.0, metavar="F",
+                   help="multiply every work limit (GPUs, routers, plan steps, pages, flits, file bytes; "
+                        "README 'Limits and errors') by F (default 1)")
+
+
+def limits_from_args(args) -> Limits:
+    return Limits(getattr(args, "max_work", 1.0))
+
+
 def add_system_args(p, gpus: bool = True) -> None:
     p.add_argument("--system", default="table2", metavar="NAME|FILE.toml",
                    help=f"hardware preset ({', '.join(preset_names())}) or a TOML file (default: table2)")
     if gpus:
-        p.add_argument("--gpus", type=int, default=None, metavar="N",
+        p.add_argument("--gpus", type=number(1, 10**9, integer=True, what="n_gpus"), default=None, metavar="N",
                        help="GPUs (sockets) in the scale-up pod (default: the system's, 8 for table2)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_max_work_arg(p)
 
 
 def system_from_args(args) -> System:
-    return load_system(args.system, getattr(args, "gpus", None))
+    """The ``--system`` (preset or TOML file, read once) with ``--gpus``, within the work limits."""
+    lim = limits_from_args(args)
+    spec = str(args.system or "table2")
+    if is_system_file(spec):
+        lim.check_file(spec, "--system file")
+    n = getattr(args, "gpus", None)
+    if n is not None:
+        lim.check("gpus", n, f"--gpus {n}")
+    s = load_system(spec, n)
+    lim.check_system(s, f"--system {spec}")
+    return s
+
+
+def _finite(obj, where: str = "output") -> None:
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise RuntimeError(f"non-finite number {obj!r} at {where} of the JSON output: a bug "
+                               "(inputs that produce it should have been refused)")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _finite(v, f"{where}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for k, v in enumerate(obj):
+            _finite(v, f"{where}[{k}]")
 
 
 def emit_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=float)
+    """One strict JSON object on stdout (no NaN / Infinity: a non-finite value is a bug, not output)."""
+    obj = json.loads(json.dumps(obj, default=float))  # numpy / JAX scalars -> plain numbers
+    _finite(obj)
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, allow_nan=False))
     sys.stdout.write("\n")
 
 
@@ -77,27 +146,41 @@ def add_scenario_args(p) -> None:
                    help="per-GPU buffer size, e.g. 100kB, 1MB (decimal), 1MiB (binary)")
     p.add_argument("--policy", default="nap+nar", metavar="POLICY",
                    help=f"placement/routing: {', '.join(x.lower() for x in POLICIES)} (default nap+nar)")
-    p.add_argument("--tbs", type=int, default=None, metavar="N",
+    p.add_argument("--tbs", type=number(1, 10**9, integer=True), default=None, metavar="N",
                    help="threadblocks per GPU for generated plans (default: n_gpus - 1)")
-    p.add_argument("--nar-granularity", type=int, default=None, metavar="G",
+    p.add_argument("--nar-granularity", type=number(1, 10**9, integer=True), default=None, metavar="G",
                    help="NAR domains (default: logical groups per GPU clamped to [2, 2*mesh_rows])")
     p.add_argument("--algorithm", default="direct", choices=ALGORITHMS,
                    help="generated plan algorithm (default direct, as in the paper)")
 
 
-def scenario_from_args(args, system: System) -> Scenario:
-    """Scenario from parsed CLI args (see :func:`add_scenario_args`).
+def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario:
+    """Scenario from parsed CLI args (see :func:`add_scenario_args`), within the work limits.
 
     With ``--plan`` and no explicit ``--gpus``, the system takes the file's
-    GPU count.
+    GPU count.  The work (threadblocks, plan steps, pages, and with
+    ``flits=True`` the simulator's flits) is checked before the traffic is
+    built: from the inputs for a generated plan, from the parsed plan for an
+    MSCCL file (read once: ``make_scenario`` gets the cached parse).
     """
+    from ..plans import canonical_collective
+    lim = limits_from_args(args)
     size = parse_size(args.size)
     plan_file = getattr(args, "plan", None)
-    if plan_file is not None and getattr(args, "gpus", None) is None:
-        from ..msccl import msccl_gpus
-        n = msccl_gpus(plan_file)
-        if n != system.n_gpus:
-            system = system.replace(n_gpus=n)
+    if plan_file is not None:
+        from ..msccl import load_msccl
+        lim.check_file(plan_file, "--plan file")
+        plan = load_msccl(plan_file, size)
+        lim.check("gpus", plan.n_gpus, f"--plan {plan_file} (ngpus={plan.n_gpus})")
+        if getattr(args, "gpus", None) is None and plan.n_gpus != system.n_gpus:
+            system = system.replace(n_gpus=plan.n_gpus)
+        work, source = plan_work(plan), f"--plan {plan_file} at --size {args.size}"
+    else:
+        coll = canonical_collective(args.collective)
+        work = generated_plan_work(coll, args.algorithm, system.n_gpus, args.tbs, size)
+        source = (f"{coll} ({args.algorithm}) of --size {args.size} on {system.n_gpus} GPUs"
+                  + (f" with --tbs {args.tbs}" if args.tbs is not None else ""))
+    check_traffic_work(lim, work, system, source, flits=flits)
     return make_scenario(system, collective=getattr(args, "collective", None), plan_file=plan_file,
                          size_bytes=size, policy=args.policy, tbs_per_gpu=args.tbs,
                          nar_granularity=args.nar_granularity, algorithm=args.algorithm)

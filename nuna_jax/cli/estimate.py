@@ -12,7 +12,8 @@ analytical network (``nuna_jax.astra``).
 
 from __future__ import annotations
 
-from .common import add_system_args, emit_json, format_size, parse_size, system_from_args
+from .common import (add_system_args, emit_json, format_size, limits_from_args, number, parse_size,
+                     system_from_args)
 from ..placement import FIGURE11_ORDER as POLICY_ORDER
 
 
@@ -26,8 +27,9 @@ def add_parser(sub) -> None:
                     "--network FILE.yml evaluates the closed form on an ASTRA-sim network instead.")
     add_system_args(p)
     add_scenario_args(p)
-    p.add_argument("--temperature", type=float, default=10.0, metavar="NS",
-                   help="temperature of the smooth estimate, ns (default 10)")
+    p.add_argument("--temperature", type=number(1e-3, 1e6, what="temperature"), default=10.0, metavar="NS",
+                   help="temperature of the smooth estimate, ns, in [1e-3, 1e6] (default 10; below 1e-3 the "
+                        "float32 log-sum-exp underflows to NaN)")
     p.add_argument("--network", default=None, metavar="FILE.yml",
                    help="ASTRA-sim analytical network YAML: closed-form time on that network "
                         "(--policy, --tbs and --nar-granularity do not apply)")
@@ -122,7 +124,10 @@ def _run_network(args) -> int:
     from ..astra import collective_time_ns, load_network
     if not args.collective:
         raise ValueError("--network needs --collective (an MSCCL --plan has no closed form)")
+    lim = limits_from_args(args)
+    lim.check_file(args.network, "--network file")
     net = load_network(args.network)
+    lim.check("network_npus", net.n_npus, f"--network {args.network} ({net.n_npus} NPUs)")
     if args.gpus is not None and args.gpus != net.n_npus:
         raise ValueError(f"--gpus {args.gpus} disagrees with the network file's {net.n_npus} NPUs")
     size = parse_size(args.size)

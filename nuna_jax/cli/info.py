@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_system_args, emit_json, system_from_args
+from .common import add_system_args, emit_json, limits_from_args, system_from_args
 from ..models.spread import nuna_spread
 from ..geometry import router_xy
 
@@ -33,6 +33,7 @@ def info_dict(s) -> dict:
 
 def run(args) -> int:
     s = system_from_args(args)
+    limits_from_args(args).check_spread(s, f"--system {args.system}")
     d = info_dict(s)
     if args.json:
         emit_json(d)

@@ -8,9 +8,11 @@ Example::
 
 from __future__ import annotations
 
-import json
-
 from ..models import kernel as K
+from .common import add_max_work_arg, emit_json, limits_from_args, number
+
+#: Largest GEMM dimension accepted (m, n, k): 2^24, far above any of the papers' shapes.
+MAX_DIM = float(1 << 24)
 
 _TERMS = ("launch_ns", "comp_ns", "mem_ns", "comm_ns", "non_overlap_ns", "sync_ns", "total_ns")
 
@@ -22,19 +24,23 @@ def add_parser(subparsers):
         description="Per-GPU time of a fused GEMM+collective kernel (or a plain collective) "
                     "under the ParallelKittens cost model; times in ns.")
     p.add_argument("--op", required=True, choices=K.OPS)
-    p.add_argument("--m", type=float, help="rows of the local GEMM (gathered rows for ag+gemm)")
-    p.add_argument("--n", type=float, help="columns of the local GEMM")
-    p.add_argument("--k", type=float, help="reduction dim of the local GEMM")
-    p.add_argument("--bytes", type=float, dest="n_bytes", help="buffer size for a plain collective (bytes)")
-    p.add_argument("--gpus", type=int, default=8)
+    dim = number(0.0, MAX_DIM, lo_open=True)
+    p.add_argument("--m", type=dim, help="rows of the local GEMM (gathered rows for ag+gemm), in (0, 2^24]")
+    p.add_argument("--n", type=dim, help="columns of the local GEMM, in (0, 2^24]")
+    p.add_argument("--k", type=dim, help="reduction dim of the local GEMM, in (0, 2^24]")
+    p.add_argument("--bytes", type=number(0.0, 1e15, lo_open=True), dest="n_bytes",
+                   help="buffer size for a plain collective (bytes), in (0, 1e15]")
+    p.add_argument("--gpus", type=number(1, 10**9, integer=True, what="n_gpus"), default=8)
     p.add_argument("--system", default="h100", help=f"kernel preset: {', '.join(kernel_preset_names())}")
     p.add_argument("--schedule", choices=K.SCHEDULES, default="intra")
-    p.add_argument("--comm-sms", type=float, default=None,
-                   help="communication SMs for --schedule inter (default: best by integer search)")
+    p.add_argument("--comm-sms", type=number(0.0, 1e6, lo_open=True, what="comm_sms"), default=None,
+                   help="communication SMs for --schedule inter, in (0, n_sms) (default: best by integer search)")
     p.add_argument("--mechanism", choices=K.MECHANISMS, default=None)
-    p.add_argument("--elem-bytes", type=float, default=2.0, help="bytes per element (bf16 = 2)")
+    p.add_argument("--elem-bytes", type=number(0.125, 64.0, what="elem_bytes"), default=2.0,
+                   help="bytes per element (bf16 = 2), in [0.125, 64]")
     p.add_argument("--baseline", action="store_true", help="also print the non-overlapped baseline")
     p.add_argument("--json", action="store_true")
+    add_max_work_arg(p)
     return p
 
 
@@ -44,6 +50,7 @@ def _f(x):
 
 def run(args) -> int:
     from ..kernel_presets import kernel_preset
+    limits_from_args(args).check("gpus", args.gpus, f"--gpus {args.gpus}")
     hw = kernel_preset(args.system, n_gpus=args.gpus)
     t = K.kernel_terms(hw, args.op, args.m, args.n, args.k, args.gpus, args.schedule,
                        args.comm_sms, args.mechanism, n_bytes=args.n_bytes, elem_bytes=args.elem_bytes)
@@ -67,7 +74,7 @@ def run(args) -> int:
         out["baseline_terms_ns"] = {k: _f(b[k]) for k in _TERMS}
         out["baseline_tflops"] = _f(K.tflops(b))
     if args.json:
-        print(json.dumps(out, indent=2))
+        emit_json(out)
         return 0
     shape = (f"m={args.m:g} n={args.n:g} k={args.k:g}" if args.op != "all-reduce" and args.m
              else f"bytes={args.n_bytes:g}" if args.n_bytes else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import add_system_args, emit_json, system_from_args
+from .common import add_system_args, emit_json, limits_from_args, number, system_from_args
 
 
 def add_parser(sub) -> None:
@@ -22,8 +22,9 @@ def add_parser(sub) -> None:
     add_scenario_args(p)
     p.add_argument("--engine", default="fast", choices=ENGINES,
                    help="fast (compiled event loop, default) or reference (plain Python, small cases)")
-    p.add_argument("--max-time-ns", type=float, default=None, metavar="NS",
-                   help="give up (error) if the run has not finished by this simulated time")
+    p.add_argument("--max-time-ns", type=number(0.0, 1e15, lo_open=True, what="max_time_ns"), default=None,
+                   metavar="NS", help="give up (error, exit 2) if the run has not finished by this simulated "
+                                      "time, ns in (0, 1e15]")
 
 
 def run(args) -> int:
@@ -31,13 +32,18 @@ def run(args) -> int:
     from ..sim import SimulationError, simulate
     t0 = time.perf_counter()
     s = system_from_args(args)
-    sc = scenario_from_args(args, s)
+    sc = scenario_from_args(args, s, flits=True)
+    if args.engine == "reference":  # plain Python: a far smaller budget than the compiled engine's
+        limits_from_args(args).check("reference_flits", int(sc.traffic.total_flits), "--engine reference")
     try:
         r = simulate(sc.system, sc.traffic, engine=args.engine, max_time_ns=args.max_time_ns,
                      progress=not args.json)
-    except SimulationError as e:  # no partial answer: report and fail
-        print(f"nuna-jax simulate: simulation failed: {e}", file=sys.stderr)
-        return 1
+    except SimulationError as e:  # no partial answer
+        if args.max_time_ns is not None and "time bound" in str(e):  # the user's bound: a user error
+            print(f"nuna-jax simulate: error: --max-time-ns {args.max_time_ns:g} is too small: {e}",
+                  file=sys.stderr)
+            return 2
+        raise  # anything else (flit conservation) is a bug: the boundary shows the traceback
     d = r.summary()
     d["wall_s"] = time.perf_counter() - t0
     d["sim_wall_s"] = r.wall_s

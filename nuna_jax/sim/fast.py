@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -30,30 +29,17 @@ def time_bound_ps(prog: Program, max_time_ps=None) -> int:
 
 
 class _Progress:
-    """Plain-text progress on stderr, only when stderr is a terminal."""
+    """The simulator's progress bar (:class:`nuna_jax.progress.Progress`): flits delivered, simulated time."""
 
     def __init__(self, total: int, enabled: bool):
-        self.total = max(total, 1)
-        self.on = bool(enabled) and sys.stderr.isatty()
-        self.last = 0.0
+        from ..progress import Progress
+        self.bar = Progress(total, "simulate", unit="flits", enabled=enabled)
 
     def update(self, delivered: int, now_ps: int, force=False):
-        if not self.on:
-            return
-        t = time.perf_counter()
-        if not force and t - self.last < 0.2:
-            return
-        self.last = t
-        frac = delivered / self.total
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(f"\rsimulate [{bar:<30}] {100 * frac:5.1f}%  {delivered}/{self.total} flits  "
-                         f"t={now_ps / 1000:.0f} ns")
-        sys.stderr.flush()
+        self.bar.update(delivered, note=f"t={now_ps / 1000:.0f} ns", force=force)
 
     def close(self):
-        if self.on:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        self.bar.close()
 
 
 def uncontended_stages(prog: Program, numpy_only=False) -> np.ndarray:
