@@ -7,6 +7,8 @@ finishes.  Studies (``--only`` picks some):
   All-Gather / All-Reduce / All-to-All, 100 kB .. 64 MB at 2 and 8 GPUs,
   100 kB and 1 MB at 64 GPUs (All-Gather), and 1 MB All-Gather at 8 GPUs with
   1,008 threadblocks per GPU;
+* ``headline``: UA, UA+NAR, NUMA+NAR, NAP, NAP+NAR, 8 GPUs, All-Gather 100 kB .. 64 MB, 7 / 28 / 112
+  threadblocks per GPU (the best is kept, NUNA 5.1), defaults and ``previous``;
 * ``fig13``: NAR granularity 1 .. 12 forced, UA+NAR and NAP+NAR, 1 MB All-Gather,
   8 GPUs, 7 and 1,008 threadblocks per GPU (plus UA / NAP baselines).
 
@@ -54,6 +56,18 @@ def fig13_cases() -> list:
     return out
 
 
+def headline_cases() -> list:
+    """NAP+NAR and the NAR configurations over UA at the best threadblock count (NUNA 5.1: "the
+    best-performing number of threadblocks"): 7, 28, 112 per GPU, before and after issue 10."""
+    out = []
+    for v in ("default", "previous (main before issue 10)"):
+        for size in (10**5, 10**6, 10**7, 64 * 10**6):
+            for p in ("UA", "UA+NAR", "NUMA+NAR", "NAP", "NAP+NAR"):
+                for tbs in (7, 28, 112):
+                    out.append(dict(variant=v, n_gpus=8, size=size, policy=p, tbs=tbs))
+    return out
+
+
 def _weight(c: dict) -> float:
     w = c["size"] * c["n_gpus"] * (2 if c.get("collective") == "allreduce" else 1)
     if c["n_gpus"] >= 64:
@@ -68,14 +82,23 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "out"))
     ap.add_argument("--only", default="sensitivity,validation,fig13")
+    ap.add_argument("--light-first", action="store_true", help="smallest cases first (few cores)")
+    ap.add_argument("--max-size", type=float, default=None, help="skip cases above this size (bytes)")
+    ap.add_argument("--max-gpus", type=int, default=None, help="skip cases above this GPU count")
+    ap.add_argument("--max-tbs", type=int, default=None, help="skip cases above this threadblock count")
     a = ap.parse_args(argv)
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    studies = {"sensitivity": sensitivity.cases(False), "validation": validation_cases(), "fig13": fig13_cases()}
+    studies = {"sensitivity": sensitivity.cases(False), "validation": validation_cases(), "fig13": fig13_cases(),
+               "headline": headline_cases()}
     cases = []
     for name in a.only.split(","):
         for c in studies[name]:
+            if a.max_size and c["size"] > a.max_size or a.max_gpus and c["n_gpus"] > a.max_gpus:
+                continue
+            if a.max_tbs and (c.get("tbs") or 0) > a.max_tbs:
+                continue
             cases.append(dict(c, study=name))
-    cases.sort(key=_weight)
+    cases.sort(key=_weight, reverse=a.light_first)
     t0 = time.time()
     print(f"{len(cases)} cases on {a.jobs} processes", flush=True)
     import os
@@ -85,7 +108,7 @@ def main(argv=None) -> int:
                    jsonl=str(Path(a.out) / "all.jsonl"))
     import json
     for name in a.only.split(","):
-        with open(Path(a.out) / f"{name}.jsonl", "w") as fh:
+        with open(Path(a.out) / f"{name}.jsonl", "a") as fh:
             for r in rows:
                 if r.get("study") == name:
                     fh.write(json.dumps(r, default=float) + "\n")
