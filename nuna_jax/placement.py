@@ -101,7 +101,7 @@ class PolicyOptions:
         "The upper address bits determine the segment"; 4.2.3: "NAR domains
         are statically partitioned into per-stack regions"): a page placed by
         NAP carries the domain of the group that placed it, a round-robin page
-        the domain nearest its stack.  ``"threadblock"``: the domain of the
+        the domain whose region its stack backs (:func:`stack_domain`).  ``"threadblock"``: the domain of the
         threadblock (NAP's group domain; UA / NUMA: the domain nearest its CU).
     nap_granularity: how the NAP policies get ``nar_max`` when none is forced (D4).
         ``"search"`` (default; done by ``scenario.make_scenario``, which owns
@@ -505,15 +505,35 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
 # the policies
 # ---------------------------------------------------------------------------
 def stack_domain(s: System, dom: Domains) -> np.ndarray:
-    """``[n_hbm_stacks]`` the NAR domain nearest each stack (mean hop distance from the
-    domain's port routers; ties: lower domain id): the address segment of a page
-    that round-robin memory placement puts on that stack (section 4.1.2: a NAR
-    domain's physical addresses are "restricted to ... specific HBM stacks
-    closer to the subset of I/O ports")."""
+    """``[n_hbm_stacks]`` the NAR domain whose address region a stack backs: the address
+    segment of a page that round-robin memory placement puts on that stack.
+
+    Section 4.1.2: "Each segment utilizes all I/O ports, partitioned uniformly
+    into subsets for each domain", and a domain's physical addresses are
+    "restricted to ... specific HBM stacks closer to the subset of I/O ports";
+    4.2.3: "NAR domains are statically partitioned into per-stack regions".
+    So the stacks are partitioned among the domains, every domain getting
+    ``floor(n_stacks / g)`` or ``ceil(n_stacks / g)`` of them (every domain is
+    used when ``g <= n_stacks``), nearest first: (stack, domain) pairs are taken
+    in increasing mean hop distance from the domain's port routers (ties:
+    lower stack, then lower domain), first up to ``floor`` stacks per domain,
+    then the rest up to ``ceil``.
+    """
     pr, sr = port_router(s), stack_router(s)
     hp = hop_count(s, pr[:, None], sr[None, :]).astype(np.float64)
-    d = np.stack([hp[p].mean(axis=0) for p in dom.ports])  # [g, St]
-    return np.argmin(np.round(d, 9), axis=0).astype(np.int64)
+    d = np.round(np.stack([hp[p].mean(axis=0) for p in dom.ports]), 9)  # [g, St]
+    g, n_st = d.shape
+    dd, st = np.meshgrid(np.arange(g), np.arange(n_st), indexing="ij")
+    order = np.lexsort((dd.ravel(), st.ravel(), d.ravel()))
+    out = np.full(n_st, -1, np.int64)
+    count = np.zeros(g, np.int64)
+    for cap in (n_st // g, -(-n_st // g)):
+        for k in order:
+            q, t = int(dd.ravel()[k]), int(st.ravel()[k])
+            if out[t] < 0 and count[q] < cap:
+                out[t] = q
+                count[q] += 1
+    return out
 
 
 def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = None,
