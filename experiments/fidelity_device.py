@@ -86,6 +86,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-size", type=float, default=None, help="skip cases above this size (bytes)")
     ap.add_argument("--max-gpus", type=int, default=None, help="skip cases above this GPU count")
     ap.add_argument("--max-tbs", type=int, default=None, help="skip cases above this threadblock count")
+    ap.add_argument("--policies", default=None, help="only these configurations (comma-separated)")
+    ap.add_argument("--exclude-variants", default="", help="skip variants whose name contains one of these (comma-separated)")
     a = ap.parse_args(argv)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     studies = {"sensitivity": sensitivity.cases(False), "validation": validation_cases(), "fig13": fig13_cases(),
@@ -96,6 +98,10 @@ def main(argv=None) -> int:
             if a.max_size and c["size"] > a.max_size or a.max_gpus and c["n_gpus"] > a.max_gpus:
                 continue
             if a.max_tbs and (c.get("tbs") or 0) > a.max_tbs:
+                continue
+            if a.policies and c["policy"] not in a.policies.split(","):
+                continue
+            if any(x and x in c["variant"] for x in a.exclude_variants.split(",")):
                 continue
             cases.append(dict(c, study=name))
     cases.sort(key=_weight, reverse=a.light_first)
