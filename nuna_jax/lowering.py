@@ -11,7 +11,9 @@ Every step moves ``nbytes`` as ``F = ceil(nbytes / flit_bytes)`` flits; flit
 ``S + k*flit`` (on ``src_gpu``), written to the stack holding the page of
 ``D + k*flit`` (on ``dst_gpu``), and leaves through the port that the NAR
 hash (:func:`nuna_jax.nar.port_of_flit`) gives for the destination address in
-its threadblock's routing domain.
+its routing domain: the threadblock's domain, or, when the placement routes by
+address (``Placement.page_domain``, section 4.1.2), the domain of the
+destination page's address segment.
 
 The counts are computed in closed form per *segment*, a run of flits with one
 (source page, destination page): the cost grows with the number of pages,
@@ -108,42 +110,51 @@ def build_traffic(system, plan, placement) -> Traffic:
     D = plan.dst_addr(pb).astype(np.int64)
     nb = plan.nbytes.astype(np.int64)
     F = -(-nb // fb)
-    d = np.asarray(placement.tb_domain, np.int64)[tb]
-    m = dom.size[d]
     cu = np.asarray(placement.tb_cu, np.int64)[tb]
     if np.any(cu < 0):
         raise ValueError("build_traffic: a threadblock with steps has no CU (tb_cu == -1)")
 
     seg = _segments(S, D, F, fb, pb)
     ps = placement.page_stack
+    dpage = (D[seg.row] + seg.first * fb) // pb
     rs = ps[plan.src_gpu[seg.row], (S[seg.row] + seg.first * fb) // pb].astype(np.int64)
-    ds = ps[plan.dst_gpu[seg.row], (D[seg.row] + seg.first * fb) // pb].astype(np.int64)
+    ds = ps[plan.dst_gpu[seg.row], dpage].astype(np.int64)
     if np.any(rs < 0) or np.any(ds < 0):
         raise ValueError("build_traffic: a page touched by the plan has no stack (page_stack == -1)")
+    pdom = getattr(placement, "page_domain", None)
+    if pdom is None:  # the threadblock's domain
+        dseg = np.asarray(placement.tb_domain, np.int64)[tb][seg.row]
+    else:             # the destination page's address segment
+        dseg = np.asarray(pdom, np.int64)[plan.dst_gpu[seg.row], dpage]
+    mseg = dom.size[dseg]
 
-    # --- group segments by (step, read stack, dst stack); count flits per hash residue
-    n_st = int(system.n_hbm_stacks)
-    ukey, gid = np.unique((seg.row * n_st + rs) * n_st + ds, return_inverse=True)
+    # --- group segments by (step, read stack, dst stack, domain); count flits per hash residue
+    n_st, n_d = int(system.n_hbm_stacks), int(dom.granularity)
+    ukey, gid = np.unique(((seg.row * n_st + rs) * n_st + ds) * n_d + dseg, return_inverse=True)
     gid = gid.reshape(-1)
-    g_row, g_rs, g_ds = ukey // (n_st * n_st), (ukey // n_st) % n_st, ukey % n_st
-    r0 = hash_residue(D[seg.row] + seg.first * fb, fb, m[seg.row])
-    flat_g, res, cnt, g_base, g_m = _residue_counts(seg, gid, len(ukey), r0, m[seg.row])
+    g_dom = ukey % n_d
+    g_row, g_rs, g_ds = ukey // (n_st * n_st * n_d), (ukey // (n_st * n_d)) % n_st, (ukey // n_d) % n_st
+    g_mm = dom.size[g_dom]
+    r0 = hash_residue(D[seg.row] + seg.first * fb, fb, mseg)
+    flat_g, res, cnt, g_base, g_m = _residue_counts(seg, gid, len(ukey), r0, mseg)
     keep = (res < g_m[flat_g]) & (cnt > 0.5)
     og, ores, ocnt = flat_g[keep], res[keep], np.rint(cnt[keep]).astype(np.int64)
     orow = g_row[og]
 
     # --- bytes: full flits, minus the short tail of each step's last flit
     obytes = ocnt * fb
-    tail_slot = g_base[gid[seg.last]] + hash_residue(D + (F - 1) * fb, fb, m)
+    lastseg = np.flatnonzero(seg.last)
+    tail_slot = g_base[gid[lastseg]] + hash_residue(D + (F - 1) * fb, fb, mseg[lastseg])
     obytes[(np.cumsum(keep) - 1)[tail_slot]] -= F * fb - nb
 
     # --- order: (step row, first appearance of the residue in the hash sequence, stacks)
-    rel = (ores - hash_residue(D[orow], fb, m[orow])) % m[orow]
-    order = np.lexsort((g_ds[og], g_rs[og], rel, orow))
+    om = g_mm[og]
+    rel = (ores - hash_residue(D[orow], fb, om)) % om
+    order = np.lexsort((g_dom[og], g_ds[og], g_rs[og], rel, orow))
     orow, og, ores = orow[order], og[order], ores[order]
     cols = dict(
         src_gpu=plan.src_gpu[orow], cu=cu[orow], read_stack=g_rs[og],
-        port=port_of_residue(dom, d[orow], ores), dst_gpu=plan.dst_gpu[orow], dst_stack=g_ds[og],
+        port=port_of_residue(dom, g_dom[og], ores), dst_gpu=plan.dst_gpu[orow], dst_stack=g_ds[og],
         flits=ocnt[order].astype(np.float64), bytes=obytes[order].astype(np.float64),
         tb=tb[orow], step=plan.step_idx[orow], phase=plan.phase[orow])
     return make_traffic(system, **cols)

@@ -38,13 +38,14 @@ import numpy as np
 
 from .nar import Domains, max_useful_granularity, nar_domains
 from .plans import Plan
-from .geometry import cu_router, hops as hop_count, router_die, stack_router
+from .geometry import cu_router, hops as hop_count, port_router, router_die, stack_router
 from .system import System
 
 __all__ = [
     "POLICIES", "Placement", "PolicyOptions", "place", "canonical_policy", "policy_parts",
     "FIGURE11_ORDER", "logical_allocation", "algorithm1", "default_nar_granularity", "cu_demand",
-    "stack_capacity_pages", "ua_cu_order", "round_robin_pages",
+    "stack_capacity_pages", "ua_cu_order", "round_robin_pages", "stack_domain", "CU_SHARING",
+    "NAR_DOMAIN_BY", "NAP_GRANULARITY",
 ]
 
 POLICIES = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP", "NAP+NAR", "NAP*")
@@ -75,15 +76,57 @@ def policy_parts(name: str) -> tuple[str, str, bool]:
     return _PARTS[canonical_policy(name)]
 
 
+CU_SHARING = ("spread", "requests")
+NAR_DOMAIN_BY = ("address", "threadblock")
+NAP_GRANULARITY = ("search", "default")
+
+
 @dataclasses.dataclass(frozen=True)
 class PolicyOptions:
-    """nar_granularity: number of NAR domains (None: :func:`default_nar_granularity`).
+    """Modelling choices of the policies (docs/policies.md, "Modelling choices").
 
-    Used for routing by the ``+NAR`` policies and, by NAP / NAP+NAR / NAP*,
-    as ``nar_max`` of Algorithm 1 (placement near the domains' ports).
+    nar_granularity: number of NAR domains (None: :func:`default_nar_granularity`).
+        Used for routing by the ``+NAR`` policies and, by NAP / NAP+NAR / NAP*,
+        as ``nar_max`` of Algorithm 1 (placement near the domains' ports).
+        ``scenario.make_scenario`` lets NAP search it (section 4.1.2).
+    cu_sharing: how many communication threadblocks a CU may host (D1).
+        ``"spread"`` (default): at most ``ceil(threadblocks of the GPU / n_cus)``
+        per CU (one per CU whenever the GPU has enough CUs); a threadblock
+        occupies a CU (section 5.1: an operation "consumes CU resources (i.e.,
+        blocking other threadblocks)"; 5.3: the dispatcher "prioritiz[es] free
+        CUs").  ``"requests"``: only the 700-request budget counts, a
+        threadblock needing ``min(700, ceil(bytes / flit))`` of it, so a small
+        collective's threadblocks all fit one CU.
+    nar_domain_by: what picks a flit's NAR domain (D5).  ``"address"``
+        (default): the destination page's address segment (section 4.1.2:
+        "The upper address bits determine the segment"; 4.2.3: "NAR domains
+        are statically partitioned into per-stack regions"): a page placed by
+        NAP carries the domain of the group that placed it, a round-robin page
+        the domain whose region its stack backs (:func:`stack_domain`).  ``"threadblock"``: the domain of the
+        threadblock (NAP's group domain; UA / NUMA: the domain nearest its CU).
+    nap_granularity: how the NAP policies get ``nar_max`` when none is forced (D4).
+        ``"search"`` (default; done by ``scenario.make_scenario``, which owns
+        the cost model): every granularity 1 .. ``2 * mesh_rows`` is placed,
+        lowered and estimated, the fastest kept (section 4: NAP "decides (i)
+        the best NAR granularity"; 4.1.2: it "may exhaustively try all
+        available NAR granularities (the algorithm runs quickly)").
+        ``"default"``: :func:`default_nar_granularity`.
     """
 
     nar_granularity: int | None = None
+    cu_sharing: str = "spread"
+    nar_domain_by: str = "address"
+    nap_granularity: str = "search"
+
+    def __post_init__(self):
+        if self.cu_sharing not in CU_SHARING:
+            raise ValueError(f"cu_sharing must be one of {', '.join(CU_SHARING)}, got {self.cu_sharing!r}")
+        if self.nar_domain_by not in NAR_DOMAIN_BY:
+            raise ValueError(f"nar_domain_by must be one of {', '.join(NAR_DOMAIN_BY)}, "
+                             f"got {self.nar_domain_by!r}")
+        if self.nap_granularity not in NAP_GRANULARITY:
+            raise ValueError(f"nap_granularity must be one of {', '.join(NAP_GRANULARITY)}, "
+                             f"got {self.nap_granularity!r}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -100,6 +143,9 @@ class Placement:
     groups: Any = None            # logical groups (list of tb arrays, L order) if Algorithm 1 ran
     group_domain: Any = None      # [n_groups] domain of each group (Algorithm 1 round robin)
     tb_gpu: Any = None            # [n_tbs] GPU of each threadblock (copied from the plan)
+    page_domain: Any = None       # [n_gpus, n_pages] NAR domain of each page (address routing), else None
+    options: Any = None           # the PolicyOptions used
+    granularity_search: Any = None  # {granularity: estimate_ns} when NAP chose its granularity
 
     @property
     def routing_granularity(self) -> int:
@@ -126,6 +172,15 @@ class Placement:
             "n_logical_groups": None if self.groups is None else len(self.groups),
             "cu_capacity_requests": int(self.cu_capacity),
             "stack_capacity_pages": int(self.stack_capacity_pages),
+            "nar_granularity_chosen_by": "search" if self.granularity_search else "fixed",
+            "nar_granularity_search_ns": (None if not self.granularity_search else
+                                          {str(k): float(v) for k, v in self.granularity_search.items()}),
+            "cu_sharing": None if self.options is None else self.options.cu_sharing,
+            "nar_domain_by": (None if self.routing_granularity == 1 else
+                              ("address" if self.page_domain is not None else "threadblock")),
+            "max_tbs_per_cu": int(np.max(np.bincount(self.tb_gpu[self.tb_cu >= 0] * 100000
+                                                     + self.tb_cu[self.tb_cu >= 0]), initial=0))
+            if self.tb_gpu is not None and np.any(self.tb_cu >= 0) else 0,
         }
 
 
@@ -138,10 +193,25 @@ def _cu_load(tb_cu, tb_gpu, demand, n_gpus, n_cus):
 # ---------------------------------------------------------------------------
 # resources
 # ---------------------------------------------------------------------------
-def cu_demand(s: System, plan: Plan) -> np.ndarray:
-    """Outstanding requests of every threadblock: ``min(R_cu, ceil(bytes / flit))``."""
+def cu_demand(s: System, plan: Plan, cu_sharing: str = "spread") -> np.ndarray:
+    """CU budget each threadblock takes, in outstanding requests (Algorithm 1, ``R_max`` of a CU).
+
+    ``"requests"``: ``min(R_cu, ceil(bytes / flit))``, what it can have in flight.
+    ``"spread"`` (default, :class:`PolicyOptions`): at least ``R_cu // k`` with
+    ``k = ceil(threadblocks of its GPU / n_cus)``, so a CU hosts at most ``k``
+    threadblocks (one per CU when the GPU has enough CUs).
+    """
     flits = -(-plan.tb_bytes() // s.flit_bytes)
-    return np.minimum(flits, s.max_outstanding_per_cu).astype(np.int64)
+    req = np.minimum(flits, s.max_outstanding_per_cu).astype(np.int64)
+    if cu_sharing == "requests":
+        return req
+    if cu_sharing != "spread":
+        raise ValueError(f"cu_sharing must be one of {', '.join(CU_SHARING)}, got {cu_sharing!r}")
+    has = np.bincount(plan.step_tb, minlength=plan.n_tbs) > 0
+    per_gpu = np.bincount(plan.tb_gpu[has], minlength=plan.n_gpus)
+    k = np.maximum(1, -(-per_gpu // s.n_cus))
+    share = s.max_outstanding_per_cu // k
+    return np.maximum(req, share[plan.tb_gpu]).astype(np.int64)
 
 
 def stack_capacity_pages(s: System, plan: Plan) -> int:
@@ -261,10 +331,11 @@ class _Pages:
 
     def __init__(self, s: System, plan: Plan, cap: int):
         self.ps = np.full((plan.n_gpus, plan.address_pages(s.page_bytes)), -1, np.int16)
+        self.pd = np.full(self.ps.shape, -1, np.int16)  # NAR domain of the group that placed the page
         self.rem = np.full((plan.n_gpus, s.n_hbm_stacks), cap, np.int64)
         self.page = s.page_bytes
 
-    def place(self, gpu: int, addr: int, nbytes: int, order: np.ndarray) -> None:
+    def place(self, gpu: int, addr: int, nbytes: int, order: np.ndarray, domain: int = 0) -> None:
         p0, p1 = addr // self.page, (addr + nbytes - 1) // self.page
         row, rem = self.ps[gpu], self.rem[gpu]
         if p0 == p1:  # fast path: one page
@@ -273,6 +344,7 @@ class _Pages:
             for st in order:
                 if rem[st] > 0:
                     row[p0] = st
+                    self.pd[gpu, p0] = domain
                     rem[st] -= 1
                     return
             raise AssertionError("stack budget exhausted")  # cannot happen: budget >= pages
@@ -286,6 +358,7 @@ class _Pages:
         if upto[-1] != free.size:
             raise AssertionError("stack budget exhausted")
         seg[free] = np.repeat(order, cnt)
+        self.pd[gpu, p0 + free] = domain
         rem[order] -= cnt
 
 
@@ -364,7 +437,7 @@ def _place_numa(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarra
 
 
 def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True,
-               groups: list | None = None):
+               groups: list | None = None, demand: np.ndarray | None = None):
     """NUNA Algorithm 1 (section 4.2): NAP threadblock and memory placement.
 
     ``L = logical_allocation(W)``; ``nar = 0``; for each group ``L_i``:
@@ -380,12 +453,18 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
     (rail-optimized planes).  A page keeps the stack of the first chunk that
     touches it (first come, first served); sub-page chunks share pages.
 
-    Returns ``(tb_cu, tb_domain, page_stack or None, groups, group_domain)``.
+    ``demand``: the CU budget of every threadblock (default :func:`cu_demand`).
+    The domain of the group that places a page is recorded with it (the NAR
+    address segment the driver maps the page into, section 4.2.3).
+
+    Returns ``(tb_cu, tb_domain, page_stack or None, groups, group_domain,
+    page_domain or None)``.
     """
     dom = nar_domains(s, nar_max)
     if groups is None:
         groups = logical_allocation(plan)
-    demand = cu_demand(s, plan)
+    if demand is None:
+        demand = cu_demand(s, plan)
     cap = stack_capacity_pages(s, plan)
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
     ptr = np.zeros((plan.n_gpus, nar_max), np.int64)  # first CU in order with rem > 0
@@ -416,21 +495,56 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
                 local = st_by_router[cr[cu]]
                 for r in range(bounds[tb], bounds[tb + 1]):
                     nb = int(plan.nbytes[r])
-                    pages.place(g, int(saddr[r]), nb, local)
+                    pages.place(g, int(saddr[r]), nb, local, nar)
                     h = int(plan.dst_gpu[r])
-                    pages.place(h, int(daddr[r]), nb, dom.stack_order[nar])
-    return tb_cu, tb_dom, (pages.ps if pages else None), groups, group_domain
+                    pages.place(h, int(daddr[r]), nb, dom.stack_order[nar], nar)
+    return (tb_cu, tb_dom, (pages.ps if pages else None), groups, group_domain,
+            (pages.pd if pages else None))
 
 
 # ---------------------------------------------------------------------------
 # the policies
 # ---------------------------------------------------------------------------
+def stack_domain(s: System, dom: Domains) -> np.ndarray:
+    """``[n_hbm_stacks]`` the NAR domain whose address region a stack backs: the address
+    segment of a page that round-robin memory placement puts on that stack.
+
+    Section 4.1.2: "Each segment utilizes all I/O ports, partitioned uniformly
+    into subsets for each domain", and a domain's physical addresses are
+    "restricted to ... specific HBM stacks closer to the subset of I/O ports";
+    4.2.3: "NAR domains are statically partitioned into per-stack regions".
+    So the stacks are partitioned among the domains, every domain getting
+    ``floor(n_stacks / g)`` or ``ceil(n_stacks / g)`` of them (every domain is
+    used when ``g <= n_stacks``), nearest first: (stack, domain) pairs are taken
+    in increasing mean hop distance from the domain's port routers (ties:
+    lower stack, then lower domain), first up to ``floor`` stacks per domain,
+    then the rest up to ``ceil``.
+    """
+    pr, sr = port_router(s), stack_router(s)
+    hp = hop_count(s, pr[:, None], sr[None, :]).astype(np.float64)
+    d = np.round(np.stack([hp[p].mean(axis=0) for p in dom.ports]), 9)  # [g, St]
+    g, n_st = d.shape
+    dd, st = np.meshgrid(np.arange(g), np.arange(n_st), indexing="ij")
+    order = np.lexsort((dd.ravel(), st.ravel(), d.ravel()))
+    out = np.full(n_st, -1, np.int64)
+    count = np.zeros(g, np.int64)
+    for cap in (n_st // g, -(-n_st // g)):
+        for k in order:
+            q, t = int(dd.ravel()[k]), int(st.ravel()[k])
+            if out[t] < 0 and count[q] < cap:
+                out[t] = q
+                count[q] += 1
+    return out
+
+
 def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = None,
           *, nar_granularity: int | None = None) -> Placement:
     """Place ``plan`` on ``s`` under ``policy`` (one of :data:`POLICIES`, any case).
 
     ``nar_granularity`` (or ``options.nar_granularity``): NAR domains for the
-    ``+NAR`` routings and Algorithm 1; default :func:`default_nar_granularity`.
+    ``+NAR`` routings and Algorithm 1; default :func:`default_nar_granularity`
+    (``scenario.make_scenario`` searches it for the NAP policies).
+    ``options``: the modelling choices (:class:`PolicyOptions`).
     """
     name = canonical_policy(policy)
     tbp, mem, use_nar = _PARTS[name]
@@ -444,15 +558,16 @@ def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = No
     g = int(g)
     if g < 1 or g > s.n_io_ports:
         raise ValueError(f"nar_granularity must lie in [1, {s.n_io_ports}], got {g}")
-    demand = cu_demand(s, plan)
+    demand = cu_demand(s, plan, opts.cu_sharing)
     cap = stack_capacity_pages(s, plan)
     group_domain = None
     used_groups = None
+    pd = None
     if tbp == "nap":
-        tb_cu, tb_dom, ps, used_groups, group_domain = algorithm1(
-            s, plan, g, place_memory=(mem == "nap"), groups=groups)
+        tb_cu, tb_dom, ps, used_groups, group_domain, pd = algorithm1(
+            s, plan, g, place_memory=(mem == "nap"), groups=groups, demand=demand)
         if mem == "rr":
-            ps = round_robin_pages(s, plan)
+            ps, pd = round_robin_pages(s, plan), None
     else:
         ps = round_robin_pages(s, plan)
         if tbp == "ua":
@@ -461,10 +576,15 @@ def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = No
             tb_cu = _place_numa(s, plan, demand, ps, groups)
             used_groups = groups
         tb_dom = None
+    page_domain = None
     if use_nar:
         dom = nar_domains(s, g)
         if tb_dom is None:  # UA / NUMA + NAR: the domain nearest the threadblock's CU
             tb_dom = np.where(tb_cu >= 0, dom.cu_domain[np.maximum(tb_cu, 0)], 0)
+        if opts.nar_domain_by == "address":
+            by_stack = stack_domain(s, dom)[np.maximum(ps, 0)]
+            page_domain = by_stack if pd is None else np.where(pd >= 0, pd, by_stack)
+            page_domain = page_domain.astype(np.int16)
     else:
         dom = nar_domains(s, 1)
         tb_dom = np.zeros(plan.n_tbs, np.int64)
@@ -472,4 +592,5 @@ def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = No
         policy=name, tb_cu=tb_cu.astype(np.int64), tb_domain=np.asarray(tb_dom, np.int64),
         page_stack=ps, domains=dom, placement_granularity=(g if tbp == "nap" or use_nar else 1),
         cu_demand=demand, cu_capacity=int(s.max_outstanding_per_cu), stack_capacity_pages=cap,
-        groups=used_groups, group_domain=group_domain, tb_gpu=plan.tb_gpu)
+        groups=used_groups, group_domain=group_domain, tb_gpu=plan.tb_gpu,
+        page_domain=page_domain, options=opts)

@@ -294,7 +294,7 @@ def _chunk_ids(gpu, buf, off, nb) -> np.ndarray:
 
 
 def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str = "direct",
-              tbs_per_gpu: int | None = None, elem_bytes: int = 2) -> Plan:
+              tbs_per_gpu: int | None = None, elem_bytes: int = 2, slot_align_bytes: int = 1) -> Plan:
     """Generate a plan (NUNA section 5.1: the direct / all-pairs algorithm; ring for comparison).
 
     Direct (all-pairs): every GPU writes straight to every peer; peers are
@@ -306,6 +306,15 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
 
     ``tbs_per_gpu`` threadblocks per GPU (default ``n_gpus - 1``) share the
     work as :meth:`_Builder.add_streams` describes.
+
+    ``slot_align_bytes`` (D3, docs/policies.md "Modelling choices"): every
+    per-GPU slot (shard ``h`` of a full-size buffer, a peer's scratch or
+    output slot) starts at a multiple of it: slot ``h`` at ``h * stride``
+    with ``stride = ceil(max shard / align) * align``, and full-size buffers
+    hold ``n * stride`` bytes.  1 (the default here) packs shards back to
+    back; ``scenario.make_scenario`` passes the page size, so that no page
+    holds two GPUs' chunks (section 4.2: chunks are "fixed-size regions",
+    placed with "4 kB pages").
     """
     coll = canonical_collective(collective)
     alg = str(algorithm).strip().lower()
@@ -324,9 +333,18 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
     T = default_tbs_per_gpu(n, alg) if tbs_per_gpu is None else int(tbs_per_gpu)
     if T < 1:
         raise ValueError(f"tbs_per_gpu must be >= 1, got {tbs_per_gpu}")
+    align = int(slot_align_bytes)
+    if align < 1:
+        raise ValueError(f"slot_align_bytes must be >= 1, got {slot_align_bytes}")
     shard = split_elems(size // elem, n) * elem           # bytes of shard h
-    soff = np.concatenate([[0], np.cumsum(shard)[:-1]])   # offset of shard h in a full buffer
     smax = int(shard.max())
+    if align == 1:
+        soff = np.concatenate([[0], np.cumsum(shard)[:-1]])   # offset of shard h in a full buffer
+        full = size
+    else:
+        smax = -(-smax // align) * align                  # slot stride
+        soff = np.arange(n, dtype=np.int64) * smax
+        full = n * smax
     I, O, S = 0, 1, 2
     b = _Builder(n, T)
     nxt = lambda g, k=1: (g + k) % n  # noqa: E731
@@ -334,33 +352,33 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
     if alg == "direct":
         peers = lambda g: [nxt(g, k) for k in range(1, n)]  # noqa: E731
         if coll == "allgather":
-            bufs = (smax, size, 0)
+            bufs = (smax, full, 0)
             for g in range(n):
                 b.add_streams(g, [(I, 0, h, O, soff[g], shard[g]) for h in peers(g)], 0, elem)
         elif coll == "reducescatter":
-            bufs = (size, smax, n * smax)
+            bufs = (full, smax, n * smax)
             for g in range(n):
                 b.add_streams(g, [(I, soff[h], h, S, g * smax, shard[h]) for h in peers(g)], 0, elem)
         elif coll == "alltoall":
-            bufs = (size, n * smax, 0)
+            bufs = (full, n * smax, 0)
             for g in range(n):
                 b.add_streams(g, [(I, soff[h], h, O, g * smax, shard[h]) for h in peers(g)], 0, elem)
         else:  # allreduce, two-shot
-            bufs = (size, size, n * smax)
+            bufs = (full, full, n * smax)
             for g in range(n):
                 b.add_streams(g, [(I, soff[h], h, S, g * smax, shard[h]) for h in peers(g)], 0, elem)
             for g in range(n):
                 b.add_streams(g, [(O, soff[g], h, O, soff[g], shard[g]) for h in peers(g)], 1, elem)
     else:  # ring
         if coll == "allgather":
-            bufs = (smax, size, 0)
+            bufs = (smax, full, 0)
             for r in range(n - 1):
                 for g in range(n):
                     c = (g - r) % n
                     src = (I, 0) if r == 0 else (O, soff[c])
                     b.add_streams(g, [(*src, nxt(g), O, soff[c], shard[c])], r, elem)
         elif coll in ("reducescatter", "allreduce"):
-            bufs = (size, smax if coll == "reducescatter" else size, size)
+            bufs = (full, smax if coll == "reducescatter" else full, full)
             for r in range(n - 1):
                 for g in range(n):
                     c = (g - r - 1) % n
@@ -372,7 +390,7 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
                         c = (g - r) % n
                         b.add_streams(g, [(O, soff[c], nxt(g), O, soff[c], shard[c])], n - 1 + r, elem)
         else:  # alltoall, store-and-forward on the ring
-            bufs = (size, n * smax, n * n * smax)
+            bufs = (full, n * smax, n * n * smax)
             for r in range(n - 1):
                 for g in range(n):
                     origin = (g - r) % n

@@ -95,7 +95,7 @@ def test_figure7_two_gpu_allgather():
         assert [list(g) for g in groups] == [[0], [1]]
         ch = [set(t for r in plan.steps_of(int(g[0])) for t in plan.chunk_tuples(r)) for g in groups]
         assert ch[0].isdisjoint(ch[1])
-        tb_cu, tb_dom, ps, _, gdom = algorithm1(s, plan, 2)
+        tb_cu, tb_dom, ps, _, gdom, _ = algorithm1(s, plan, 2)
         assert list(gdom) == [1, 0]  # line 12: nar = (nar + 1) mod 2, starting from nar = 0
         x = cu_router(s)[tb_cu] % s.mesh_cols
         assert list(x) == [23, 0]  # domain 1 = east ports (column 23), domain 0 = west (column 0)

@@ -5,7 +5,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from nuna_jax.placement import POLICIES, place
+from nuna_jax.placement import NAR_DOMAIN_BY, POLICIES, PolicyOptions, place
 from nuna_jax.plans import COLLECTIVES, make_plan
 from nuna_jax.presets import preset
 from nuna_jax.lowering import build_traffic
@@ -18,12 +18,15 @@ def reference_rows(s, plan, pl):
     base = plan.buffer_base(s.page_bytes)
     for r in range(plan.n_steps):
         tb = int(plan.step_tb[r])
-        d = int(pl.tb_domain[tb])
-        ports = pl.domains.ports[d]
         S = base[plan.src_buf[r]] + plan.src_off[r]
         D = base[plan.dst_buf[r]] + plan.dst_off[r]
         nb = int(plan.nbytes[r])
         for k in range(-(-nb // 256)):
+            if pl.page_domain is None:  # the threadblock's domain
+                d = int(pl.tb_domain[tb])
+            else:                       # the destination page's address segment
+                d = int(pl.page_domain[plan.dst_gpu[r], (D + 256 * k) // 4096])
+            ports = pl.domains.ports[d]
             port = int(ports[((D + 256 * k) // 256) % len(ports)])
             rs = int(pl.page_stack[plan.src_gpu[r], (S + 256 * k) // 4096])
             ds = int(pl.page_stack[plan.dst_gpu[r], (D + 256 * k) // 4096])
@@ -48,10 +51,11 @@ def table_rows(t):
     ("allreduce", 3, 3 * 10000, 2, "ring"),
     ("alltoall", 5, 5 * 2 * 9000, 3, "direct"),
 ])
-def test_matches_per_flit_reference(policy, coll, n, size, tbs, alg):
+@pytest.mark.parametrize("domain_by", NAR_DOMAIN_BY)
+def test_matches_per_flit_reference(policy, coll, n, size, tbs, alg, domain_by):
     s = preset("table2", n_gpus=n)
     plan = make_plan(coll, n, size, tbs_per_gpu=tbs, algorithm=alg)
-    pl = place(s, plan, policy, nar_granularity=3)
+    pl = place(s, plan, policy, PolicyOptions(nar_domain_by=domain_by), nar_granularity=3)
     t = build_traffic(s, plan, pl)
     assert table_rows(t) == reference_rows(s, plan, pl)
     # columns that the reference keys do not cover
