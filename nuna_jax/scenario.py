@@ -49,7 +49,7 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
     granularity).  Returns the chosen placement (its ``granularity_search``
     holds every candidate's estimate) and its traffic.
     """
-    from .models.contention import evaluate  # the cost model sits above this entry point
+    from .models.contention import evaluate
 
     opts = options or PolicyOptions()
     best = None
