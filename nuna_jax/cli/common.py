@@ -15,6 +15,26 @@ from ..presets import is_system_file, load_system, preset_names
 from ..limits import Limits, check_traffic_work, generated_plan_work, plan_work
 from ..units import MAX_SIZE_BYTES, format_size, parse_size  # noqa: F401  (re-exported for subcommands)
 
+def add_plot_arg(p, what: str) -> None:
+    """``--plot FILE.png|FILE.pdf`` (docs/plots.md)."""
+    p.add_argument("--plot", default=None, metavar="FILE.png|FILE.pdf", help=f"also draw {what} to FILE")
+
+
+def write_plot(args, make_figure) -> None:
+    """Draw ``make_figure()`` to ``args.plot`` when given (the suffix is checked first, before any work)."""
+    if getattr(args, "plot", None):
+        from ..plots import save
+        save(make_figure(), args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+
+
+def check_plot_path(args) -> None:
+    """Refuse a bad ``--plot`` suffix before any work (ValueError -> exit 2)."""
+    path = getattr(args, "plot", None)
+    if path and not str(path).lower().endswith((".png", ".pdf")):
+        raise ValueError(f"--plot {path!r}: the file must end in .png or .pdf")
+
+
 def number(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, what: str = ""):
     """An argparse ``type``: a finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``).
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_system_args, emit_json, limits_from_args, system_from_args
+from .common import add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, system_from_args, write_plot
 from ..models.spread import nuna_spread
 from ..geometry import router_xy
 
@@ -14,6 +14,7 @@ def add_parser(sub) -> None:
                     "latency spread: best/mean/worst NoC latency CU->port and port->stack and "
                     "GPU-to-GPU store/transfer latency, beside the ratios stated in NUNA section 1.")
     add_system_args(p)
+    add_plot_arg(p, "the zero-load latency map: CU -> nearest and farthest I/O port (NUNA Figure 4)")
 
 
 def info_dict(s) -> dict:
@@ -32,9 +33,12 @@ def info_dict(s) -> dict:
 
 
 def run(args) -> int:
+    check_plot_path(args)
     s = system_from_args(args)
     limits_from_args(args).check_spread(s, f"--system {args.system}")
     d = info_dict(s)
+    from ..plots import latency_map_figure
+    write_plot(args, lambda: latency_map_figure(s))
     if args.json:
         emit_json(d)
         return 0

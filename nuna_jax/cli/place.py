@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import add_system_args, emit_json, format_size, system_from_args
+from .common import add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, system_from_args, write_plot
 from ..scenario import Scenario
 from .common import add_scenario_args, scenario_from_args
 from ..geometry import cu_router, hops as hop_count, port_router, router_die, stack_router
@@ -75,12 +75,16 @@ def add_parser(sub) -> None:
                                    "NAP, NAP+NAR, NAP*) and summarize the result (NUNA sections 4-5).")
     add_system_args(p)
     add_scenario_args(p)
+    add_plot_arg(p, "one GPU's mesh: CUs used by NAR domain, HBM bytes read / written, I/O port load")
 
 
 def run(args) -> int:
+    check_plot_path(args)
     system = system_from_args(args)
     sc = scenario_from_args(args, system)
     out = summary(sc)
+    from ..plots import socket_figure
+    write_plot(args, lambda: socket_figure(sc.system, sc.placement, sc.traffic))
     if args.json:
         emit_json(out)
         return 0

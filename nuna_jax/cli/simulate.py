@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import add_system_args, emit_json, limits_from_args, number, system_from_args
+from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, number,
+                     system_from_args, write_plot)
 
 
 def add_parser(sub) -> None:
@@ -25,12 +26,14 @@ def add_parser(sub) -> None:
     p.add_argument("--max-time-ns", type=number(0.0, 1e15, lo_open=True, what="max_time_ns"), default=None,
                    metavar="NS", help="give up (error, exit 2) if the run has not finished by this simulated "
                                       "time, ns in (0, 1e15]")
+    add_plot_arg(p, "the directed-link utilization heat map and the store-latency histogram")
 
 
 def run(args) -> int:
     from .common import scenario_from_args
     from ..sim import SimulationError, simulate
     t0 = time.perf_counter()
+    check_plot_path(args)
     s = system_from_args(args)
     sc = scenario_from_args(args, s, flits=True)
     if args.engine == "reference":  # plain Python: a far smaller budget than the compiled engine's
@@ -44,6 +47,8 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
         raise  # anything else (flit conservation) is a bug: the boundary shows the traceback
+    from ..plots import simulation_figure
+    write_plot(args, lambda: simulation_figure(sc.system, sc.traffic, r))
     d = r.summary()
     d["wall_s"] = time.perf_counter() - t0
     d["sim_wall_s"] = r.wall_s
