@@ -13,7 +13,7 @@ from nuna_jax.lowering import build_traffic
 from nuna_jax.placement import POLICIES, PolicyOptions, place
 from nuna_jax.plans import make_plan
 from nuna_jax.presets import preset
-from nuna_jax.system import hop_count, port_router, stack_router
+from nuna_jax.geometry import hops as hop_count, port_router, stack_router
 
 
 def _tbs_per_cu_max(pl, plan):
@@ -99,7 +99,7 @@ def test_address_routing_uses_the_stack_region_domain():
     region its destination stack backs; the stacks are split evenly over the domains
     (4.1.2: each segment "utilizes all I/O ports, partitioned uniformly")."""
     from nuna_jax.placement import stack_domain
-    from nuna_jax.system import stack_router
+    from nuna_jax.geometry import stack_router
 
     s = preset("table2", n_gpus=4)
     plan = make_plan("allgather", 4, 4 * 40_000, slot_align_bytes=4096)
