@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "estimate": "nuna_jax.cli.estimate",
     "simulate": "nuna_jax.cli.simulate",
     "kernel": "nuna_jax.cli.kernel",
+    "optimize": "nuna_jax.cli.optimize",
 }
 
 

@@ -75,7 +75,7 @@ def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4,
     say("descended")
 
     t0 = time.perf_counter()
-    ev = Evaluator(s, plan, cand)
+    ev = Evaluator(s, plan, cand, min_rows=tables.max_slice_rows)
     rng = np.random.default_rng(seed)
     rounded = []   # (estimate, restart, kind, choice)
     for b in range(z.shape[0]):
@@ -111,7 +111,7 @@ def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4,
     eq = None
     if baseline:
         t0 = time.perf_counter()
-        ev2 = Evaluator(s, plan, cand)
+        ev2 = Evaluator(s, plan, cand, min_rows=tables.max_slice_rows)
         b_choice, b_est, _ = local_search(ev2, warm, budget_s=opt_time_s)
         eq = {"estimate_ns": b_est, "choice": b_choice, "budget_s": opt_time_s,
               "wall_s": time.perf_counter() - t0, "n_evals": ev2.n_evals}

@@ -54,6 +54,7 @@ class ExpectedTables:
     row_valid: Any         # [R] 1 for real rows, 0 for padding
     n_phases: int = struct.field(pytree_node=False)
     n_rows: int = struct.field(pytree_node=False)   # real rows
+    max_slice_rows: int = struct.field(pytree_node=False)   # rows of the largest candidate slice
 
 
 def expected_tables(s: System, plan: Plan, cand: Candidates) -> ExpectedTables:
@@ -73,7 +74,7 @@ def expected_tables(s: System, plan: Plan, cand: Candidates) -> ExpectedTables:
     valid = np.concatenate([np.ones(n), np.zeros(R - n)])
     tr = jax.tree_util.tree_map(jnp.asarray, padded)
     return ExpectedTables(tr, jnp.asarray(np.asarray(padded.tb)), jnp.asarray(row_cand),
-                          jnp.asarray(valid), n_phases, n)
+                          jnp.asarray(valid), n_phases, n, max(t.n_flows for t in parts))
 
 
 def probabilities(r: Relaxed, temperature=1.0, key=None, gumbel_scale=0.0):

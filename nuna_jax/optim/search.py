@@ -31,8 +31,9 @@ __all__ = ["Evaluator", "round_choices", "local_search", "port_pressure"]
 class Evaluator:
     """Choice vector -> (placement, traffic, analytical estimate ns), cached by choice."""
 
-    def __init__(self, s, plan, cand: Candidates):
+    def __init__(self, s, plan, cand: Candidates, min_rows: int = 0):
         self.s, self.plan, self.cand = s, plan, cand
+        self.min_rows = int(min_rows)   # pad at least this far: one compiled shape for most placements
         self.cache: dict = {}
         self.n_evals = 0
 
@@ -41,7 +42,8 @@ class Evaluator:
         if key not in self.cache:
             pl = assemble(self.s, self.plan, self.cand, choice)
             t = build_traffic(self.s, self.plan, pl)
-            est = float(estimate_ns(self.s, pad_flows(t, bucket_rows(t.n_flows)), n_phases=resolve_n_phases(t)))
+            rows = bucket_rows(max(t.n_flows, self.min_rows))
+            est = float(estimate_ns(self.s, pad_flows(t, rows), n_phases=resolve_n_phases(t)))
             self.cache[key] = (pl, t, est)
             self.n_evals += 1
         return self.cache[key]
