@@ -42,7 +42,7 @@ def _final_relaxed_ns(s, tables, cap, z, sched: Schedule) -> float:
 
 
 def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4, n_samples: int = 4,
-             n_simulate: int = 3, search_budget_s: float = 5.0, nar_granularity: int | None = None,
+             n_simulate: int = 3, search_budget_s: float = 5.0, search_evals: int = 10_000, nar_granularity: int | None = None,
              seed: int = 0, baseline: bool = True, progress=None, sched: Schedule | None = None) -> dict:
     """Optimize ``plan``'s placement on ``s``; returns a dict with :data:`KEYS` and more
     (``placement``: the chosen :class:`~nuna_jax.placement.Placement`; ``timing_s``;
@@ -91,7 +91,7 @@ def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4,
     say("rounded")
 
     t0 = time.perf_counter()
-    ls_choice, ls_est, ls_trace = local_search(ev, best_round[3], budget_s=search_budget_s)
+    ls_choice, ls_est, ls_trace = local_search(ev, best_round[3], budget_s=search_budget_s, max_evals=search_evals)
     T["local_search_s"] = time.perf_counter() - t0
     opt_time_s = T["descent_s"] + T["rounding_s"] + T["local_search_s"]
     say("searched")
