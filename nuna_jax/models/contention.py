@@ -28,9 +28,11 @@ with ``Lmax_r`` the longest zero-load latency among flows through ``r`` and
 ``Lbar_cu`` the flit-weighted mean latency of the CU's flows.  It is never
 below the bound (docs/analytical.md proves it).  The smooth estimate
 replaces every max by a log-sum-exp at temperature ``tau`` (ns), each flow
-weighted by ``min(1, flits)``; it tends to the estimate as ``tau -> 0``.
+weighted by ``min(1, flits) * weight ** (tau_w / tau)``; it tends to the
+estimate as ``tau -> 0``.
 
-Soft traffic (fractional, expected flits) goes through the same functions.
+Soft traffic goes through the same functions: busy times count
+``weight * flits`` (docs/model.md, "Flow weight").
 Everything is ``jit``/``vmap``/``grad``-able; the number of phases is static
 (read from concrete ``traffic.phase`` or passed as ``n_phases``).
 """
@@ -94,6 +96,29 @@ def resource_service_ns(s: System):
     return per_kind[jnp.asarray(resource_kind_index(s))]
 
 
+def _load(t: Traffic):
+    """Expected flits of every flow, ``weight * flits`` (what busy times count)."""
+    return jnp.asarray(t.flits, dtype=jnp.result_type(float)) * jnp.asarray(t.weight, dtype=jnp.result_type(float))
+
+
+def _active(t: Traffic):
+    """Flows that exist with some probability and carry flits."""
+    return (jnp.asarray(t.flits) > 0) & (jnp.asarray(t.weight) > 0)
+
+
+def _smooth_log_weight(t: Traffic, tau, tau_w):
+    """Log-weight of every flow inside the smooth maximum (docs/model.md, "Flow weight"):
+    ``log min(1, flits) + (tau_w / tau) log weight``, so a flow of weight ``w`` enters the
+    log-sum-exp as if its latency were ``tau_w * ln(1/w)`` ns shorter.  0 for inactive flows
+    (they are masked), with safe gradients at ``weight = 0``."""
+    f = jnp.asarray(t.flits, dtype=jnp.result_type(float))
+    w = jnp.asarray(t.weight, dtype=jnp.result_type(float))
+    on = (f > 0) & (w > 0)
+    lf = jnp.log(jnp.where(on, jnp.minimum(f, 1.0), 1.0))
+    lw = jnp.log(jnp.where(on, w, 1.0))
+    return jnp.where(on, lf + (tau_w / tau) * lw, 0.0)
+
+
 ENGINE = "runs"  # "runs" (fast, interval updates) or "stages" (the [F, S] stage table, reference)
 CHUNK_FLOWS = 32768  # flows per chunk of the [F, S] stage table (bounds memory for huge tables)
 
@@ -136,8 +161,8 @@ def _reduce_chunk(s: System, t: Traffic, P: int):
     L, flits, prefix, rem, seg, svc = _stage_view(s, t, P)
     n = P * R + 1
     sg = seg.ravel()
-    act = (flits > 0)[:, None] & (seg < P * R)
-    busy = jax.ops.segment_sum((flits[:, None] * svc).ravel(), sg, num_segments=n)
+    act = _active(t)[:, None] & (seg < P * R)
+    busy = jax.ops.segment_sum((_load(t)[:, None] * svc).ravel(), sg, num_segments=n)
     a = jax.ops.segment_min(jnp.where(act, prefix, _BIG).ravel(), sg, num_segments=n)
     m = jax.ops.segment_min(jnp.where(act, rem, _BIG).ravel(), sg, num_segments=n)
     lr = jax.ops.segment_max(jnp.where(act, L[:, None], -_BIG).ravel(), sg, num_segments=n)
@@ -187,7 +212,7 @@ def _tables(s: System, t: Traffic, n_phases: int, chunk: int | None = None, engi
 
         (busy, a, m, lr), Ls = jax.lax.scan(body, init, tc)
         L = Ls.reshape(-1)[:F]
-    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
+    flits = _load(t)
     phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
     svc_issue = 1.0 / s.noc_clock_ghz
     wseg = phase * NC + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus + jnp.asarray(t.cu, jnp.int32)
@@ -275,10 +300,12 @@ class _Runs(NamedTuple):
     hi: Any      # last link position + 1 (exclusive); lo == hi: empty run
     K: Any       # arrival(j) = K + g_dir(j)
     L: Any       # the flow's zero-load latency
-    flits: Any
+    load: Any    # the flow's expected flits, weight * flits
+    act: Any     # the flow is active (flits > 0 and weight > 0)
+    logw: Any    # the flow's log-weight in the smooth maximum (:func:`_smooth_log_weight`)
 
 
-def _runs(s: System, t: Traffic, ft: dict, P: int) -> _Runs:
+def _runs(s: System, t: Traffic, ft: dict, P: int, logw=None) -> _Runs:
     C, Rw = s.mesh_cols, s.mesh_rows
     G = s.n_gpus
     ph = s.flit_bytes / s.link_bw_bytes_per_ns + s.hop_ns
@@ -286,7 +313,6 @@ def _runs(s: System, t: Traffic, ft: dict, P: int) -> _Runs:
     phase = jnp.clip(jnp.asarray(t.phase, jnp.int32), 0, P - 1)
     g_src = jnp.asarray(t.src_gpu, jnp.int32)
     g_dst = jnp.asarray(t.dst_gpu, jnp.int32)
-    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
     parts = []
     E = ft["E"]
     for a, b, t0, gpu in (("rs", "cu", ft["p_a"], g_src), ("cu", "pt", ft["p_b"], g_src),
@@ -313,8 +339,10 @@ def _runs(s: System, t: Traffic, ft: dict, P: int) -> _Runs:
         parts.append((dir_y, line_y, lo_y, hi_y, k_y))
     cat = lambda i: jnp.concatenate([q[i] for q in parts])  # noqa: E731
     n = len(parts)
+    logw = jnp.zeros_like(ft["L"]) if logw is None else logw
     return _Runs(cat(0).astype(jnp.int32), cat(1).astype(jnp.int32), cat(2).astype(jnp.int32),
-                 cat(3).astype(jnp.int32), cat(4), jnp.tile(ft["L"], n), jnp.tile(flits, n))
+                 cat(3).astype(jnp.int32), cat(4), jnp.tile(ft["L"], n), jnp.tile(_load(t), n),
+                 jnp.tile(_active(t), n), jnp.tile(logw, n))
 
 
 def _g(s: System, dirn: int, pos):
@@ -455,8 +483,8 @@ def _tables_runs(s: System, t: Traffic, P: int) -> _Tables:
     NC = s.n_gpus * s.n_cus
     ft = _flow_times(s, t)
     L = ft["L"]
-    flits = jnp.asarray(t.flits, dtype=jnp.result_type(float))
-    act = flits > 0
+    flits = _load(t)
+    act = _active(t)
     n = P * R + 1
     seg, arrival, rem, sv = _nonlink_entries(s, t, ft, P)
     act5 = jnp.tile(act, 5)
@@ -467,9 +495,9 @@ def _tables_runs(s: System, t: Traffic, P: int) -> _Tables:
     m_nl = jax.ops.segment_min(jnp.where(act5, rem, _BIG), seg, num_segments=n)
     lr_nl = jax.ops.segment_max(jnp.where(act5, L5, -_BIG), seg, num_segments=n)
     ru = _runs(s, t, ft, P)
-    ract = ru.flits > 0
+    ract = ru.act
     link_svc = s.flit_bytes / s.link_bw_bytes_per_ns
-    busy_l = [g * link_svc for g in _range_sum(s, P, ru, ru.flits, ract)]
+    busy_l = [g * link_svc for g in _range_sum(s, P, ru, ru.load, ract)]
     lr_l = _range_ext(s, P, ru, ru.L, ract, "max")
     kmin = _range_ext(s, P, ru, ru.K, ract, "min")
     lkmin = _range_ext(s, P, ru, ru.L - ru.K, ract, "min")
@@ -495,22 +523,21 @@ def _tables_runs(s: System, t: Traffic, P: int) -> _Tables:
                    P, R, NC, 0)
 
 
-def _smooth_sums_runs(s: System, t: Traffic, tb: _Tables, lr, tau):
+def _smooth_sums_runs(s: System, t: Traffic, tb: _Tables, lr, tau, logw):
     """Engine 'runs' version of :func:`_smooth_resource_sums`, returned in log form:
     ``log S_r`` relative to ``lr`` (i.e. ``lse_r = lr + tau * out``), ``[P, R]``; links use one
     stabilizer per mesh line and fall back to the hard max where the sum is not resolvable."""
     P, R = tb.n_phases, tb.n_res
     ft = _flow_times(s, t)
-    w = jnp.minimum(tb.flits, 1.0)
-    act = tb.flits > 0
+    act = _active(t)
     seg, _, _, _ = _nonlink_entries(s, t, ft, P)
     lr_flat = jnp.concatenate([jnp.where(lr > -_BIG / 2, lr, 0.0).ravel(), jnp.zeros(1, lr.dtype)])
     act5 = jnp.tile(act, 5)
-    z = jnp.where(act5, (jnp.tile(tb.L, 5) - lr_flat[seg]) / tau, -1e4)
-    e = jnp.where(act5, jnp.tile(w, 5) * jnp.exp(z), 0.0)
+    z = jnp.where(act5, (jnp.tile(tb.L, 5) - lr_flat[seg]) / tau + jnp.tile(logw, 5), -1e4)
+    e = jnp.where(act5, jnp.exp(z), 0.0)
     s_nl = jax.ops.segment_sum(e, seg, num_segments=P * R + 1)
-    ru = _runs(s, t, ft, P)
-    ract = ru.flits > 0
+    ru = _runs(s, t, ft, P, logw)
+    ract = ru.act
     lay = resource_layout(s)
     G = s.n_gpus
     lr_links = lr.reshape(P, G, lay.per_gpu)[:, :, lay.offset_link:lay.offset_link + mesh.n_link_slots(s)]
@@ -528,7 +555,7 @@ def _smooth_sums_runs(s: System, t: Traffic, tb: _Tables, lr, tau):
         grids.append(g)
         c_lines.append(c_line)
     ron = ract & (ru.hi > ru.lo)
-    val = jnp.where(ron, jnp.minimum(ru.flits, 1.0) * jnp.exp(jnp.where(ron, zr, -1e4)), 0.0)
+    val = jnp.where(ron, jnp.exp(jnp.where(ron, zr + ru.logw, -1e4)), 0.0)
     sums = _range_sum(s, P, ru, val, ract)
     logs = []
     for dn in range(4):
@@ -655,17 +682,17 @@ def _est_jit(s, t, n_phases, engine, chunk):
     return jnp.sum(_estimate_phases(_tables(s, t, n_phases, chunk, engine))[0])
 
 
-def _smooth_resource_sums(s: System, t: Traffic, tb: _Tables, lr, tau):
-    """sum over active (flow, stage) on r of min(1, flits) exp((L_f - Lmax_r) / tau), [P, R]."""
+def _smooth_resource_sums(s: System, t: Traffic, tb: _Tables, lr, tau, tau_w):
+    """sum over active (flow, stage) on r of exp((L_f - Lmax_r) / tau + logw_f), [P, R]."""
     P, R = tb.n_phases, tb.n_res
     lr_pad = jnp.concatenate([jnp.where(lr > -_BIG / 2, lr, 0.0).ravel(), jnp.zeros(1, lr.dtype)])
 
     def part(tch):
         L, flits, _, _, seg, _ = _stage_view(s, tch, P)
         # z <= 0 by construction; no clamp (a min() tie at 0 would halve the gradient)
-        on = (seg < P * R) & (flits > 0)[:, None]
-        z = jnp.where(on, (L[:, None] - lr_pad[seg]) / tau, -1e4)
-        e = jnp.where(on, jnp.minimum(flits, 1.0)[:, None] * jnp.exp(z), 0.0)
+        on = (seg < P * R) & _active(tch)[:, None]
+        z = jnp.where(on, (L[:, None] - lr_pad[seg]) / tau + _smooth_log_weight(tch, tau, tau_w)[:, None], -1e4)
+        e = jnp.where(on, jnp.exp(z), 0.0)
         return jax.ops.segment_sum(e.ravel(), seg.ravel(), num_segments=P * R + 1)
 
     F = int(np.shape(t.flits)[0])
@@ -677,25 +704,25 @@ def _smooth_resource_sums(s: System, t: Traffic, tb: _Tables, lr, tau):
     return sr[:-1].reshape(P, R)
 
 
-def _smooth_phases(s: System, t: Traffic, tb: _Tables, tau):
+def _smooth_phases(s: System, t: Traffic, tb: _Tables, tau, tau_w):
     P = tb.n_phases
     tau = jnp.asarray(tau, dtype=tb.L.dtype)
     lr, lc = _seg_lmax(tb)
     lr, lc = jax.lax.stop_gradient(lr), jax.lax.stop_gradient(lc)
-    w = jnp.minimum(tb.flits, 1.0)
+    logw = _smooth_log_weight(t, tau, tau_w)
     used_r = lr > -_BIG / 2
     used_c = lc > -_BIG / 2
     # per-segment log-sum-exp of L_f with weights w_f, stabilized by the hard segment max
     if tb.chunk == 0:  # runs engine
-        lse_r = jnp.where(used_r, lr + tau * _smooth_sums_runs(s, t, tb, lr, tau), 0.0)
+        lse_r = jnp.where(used_r, lr + tau * _smooth_sums_runs(s, t, tb, lr, tau, logw), 0.0)
     else:
-        sr = _smooth_resource_sums(s, t, tb, lr, tau)
+        sr = _smooth_resource_sums(s, t, tb, lr, tau, tau_w)
         sr_safe = jnp.where(used_r & (sr > 0), sr, 1.0)
         lse_r = jnp.where(used_r, lr + tau * jnp.log(sr_safe), 0.0)
     lc_safe = jnp.where(used_c, lc, 0.0)
-    zc = (tb.L - lc_safe.ravel()[tb.wseg]) / tau
-    zc = jnp.where(tb.flits > 0, zc, -1e4)
-    sc = jax.ops.segment_sum(w * jnp.exp(zc), tb.wseg,
+    zc = (tb.L - lc_safe.ravel()[tb.wseg]) / tau + logw
+    zc = jnp.where(_active(t), zc, -1e4)
+    sc = jax.ops.segment_sum(jnp.exp(zc), tb.wseg,
                              num_segments=P * tb.n_cu).reshape(P, tb.n_cu)
     sc_safe = jnp.where(used_c & (sc > 0), sc, 1.0)
     lse_c = jnp.where(used_c, lc_safe + tau * jnp.log(sc_safe), 0.0)
@@ -713,17 +740,23 @@ def _smooth_phases(s: System, t: Traffic, tb: _Tables, tau):
     return jnp.where(any_used, out, 0.0)
 
 
-def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=10.0, n_phases: int | None = None):
+WEIGHT_TEMPERATURE_NS = 100.0
+
+
+def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=10.0, n_phases: int | None = None,
+                       weight_temperature_ns=WEIGHT_TEMPERATURE_NS):
     """Smooth (differentiable) estimate, ns: :func:`estimate_ns` with every max a
-    log-sum-exp at temperature ``temperature_ns`` and each flow weighted by
-    ``min(1, flits)``.  ``>=`` the estimate up to the weights' ``tau log w``;
-    tends to the estimate as the temperature falls to 0."""
-    return _smooth_jit(s, t, temperature_ns, **_static(t, n_phases))
+    log-sum-exp at temperature ``temperature_ns``, each flow weighted by
+    ``min(1, flits) * weight ** (weight_temperature_ns / temperature_ns)``
+    (docs/model.md, "Flow weight").  ``>=`` the estimate up to the weights'
+    ``tau log w``; tends to the estimate as the temperature falls to 0."""
+    return _smooth_jit(s, t, temperature_ns, weight_temperature_ns, **_static(t, n_phases))
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
-def _smooth_jit(s, t, temperature_ns, n_phases, engine, chunk):
-    return jnp.sum(_smooth_phases(s, t, _tables(s, t, n_phases, chunk, engine), temperature_ns))
+def _smooth_jit(s, t, temperature_ns, weight_temperature_ns, n_phases, engine, chunk):
+    tb = _tables(s, t, n_phases, chunk, engine)
+    return jnp.sum(_smooth_phases(s, t, tb, temperature_ns, weight_temperature_ns))
 
 
 # ---------------------------------------------------------------------------
@@ -746,13 +779,14 @@ class PathCosts(NamedTuple):
     smooth_estimate_ns: Any      # scalar (nan-free; at temperature_ns)
 
 
-def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=10.0) -> PathCosts:
+def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=10.0,
+            weight_temperature_ns=WEIGHT_TEMPERATURE_NS) -> PathCosts:
     """All the path model's quantities in one pass (jit-able with static ``n_phases``)."""
-    return _analyze_impl(s, t, temperature_ns, **_static(t, n_phases))
+    return _analyze_impl(s, t, temperature_ns, weight_temperature_ns, **_static(t, n_phases))
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
-def _analyze_impl(s, t, temperature_ns, n_phases, engine, chunk) -> PathCosts:
+def _analyze_impl(s, t, temperature_ns, weight_temperature_ns, n_phases, engine, chunk) -> PathCosts:
     tb = _tables(s, t, n_phases, chunk, engine)
     lb = _lower_bound_phases(tb)
     est, term_r, term_c = _estimate_phases(tb)
@@ -766,7 +800,7 @@ def _analyze_impl(s, t, temperature_ns, n_phases, engine, chunk) -> PathCosts:
     kx = jnp.concatenate([jnp.maximum(per_kind(ex_r), 0.0), jnp.max(ex_w, axis=1, keepdims=True)], axis=1)
     kt = jnp.concatenate([jnp.maximum(per_kind(term_r), 0.0), jnp.max(term_c, axis=1, keepdims=True)], axis=1)
     kb = jnp.concatenate([jnp.maximum(per_kind(tb.busy), 0.0), jnp.max(tb.wbusy, axis=1, keepdims=True)], axis=1)
-    sm = _smooth_phases(s, t, tb, temperature_ns)
+    sm = _smooth_phases(s, t, tb, temperature_ns, weight_temperature_ns)
     return PathCosts(tb.L, tb.busy, tb.wbusy, lb, est, _phase_max_latency(tb), kx, kt, kb,
                      jnp.sum(lb), jnp.sum(est), jnp.sum(sm))
 
