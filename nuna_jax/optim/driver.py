@@ -42,7 +42,7 @@ def _final_relaxed_ns(s, tables, cap, z, sched: Schedule) -> float:
 
 
 def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4, n_samples: int = 4,
-             n_simulate: int = 3, search_budget_s: float = 5.0, search_evals: int = 10_000, nar_granularity: int | None = None,
+             n_simulate: int = 3, search_budget_s: float = 5.0, search_evals: int = 10_000, search_starts: int = 3, nar_granularity: int | None = None,
              seed: int = 0, baseline: bool = True, progress=None, sched: Schedule | None = None) -> dict:
     """Optimize ``plan``'s placement on ``s``; returns a dict with :data:`KEYS` and more
     (``placement``: the chosen :class:`~nuna_jax.placement.Placement`; ``timing_s``;
@@ -91,7 +91,19 @@ def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4,
     say("rounded")
 
     t0 = time.perf_counter()
-    ls_choice, ls_est, ls_trace = local_search(ev, best_round[3], budget_s=search_budget_s, max_evals=search_evals)
+    starts, seen0 = [], set()
+    for r in rounded:   # the best few distinct rounded placements, each searched with a share of the budget
+        k = np.asarray(r[3], np.int8).tobytes()
+        if k not in seen0 and len(starts) < max(1, search_starts):
+            seen0.add(k)
+            starts.append(r[3])
+    ls_choice, ls_est, ls_trace = None, np.inf, []
+    for st in starts:
+        ch, est, tr = local_search(ev, st, budget_s=search_budget_s / len(starts),
+                                   max_evals=search_evals // len(starts))
+        ls_trace.append(tr)
+        if est < ls_est:
+            ls_choice, ls_est = ch, est
     T["local_search_s"] = time.perf_counter() - t0
     opt_time_s = T["descent_s"] + T["rounding_s"] + T["local_search_s"]
     say("searched")

@@ -33,6 +33,8 @@ from ..system import System
 from ..traffic import FIELDS, Traffic
 from .candidates import Candidates, assemble
 
+P_MIN = 1e-20   # smallest probability handed to the model (float32-safe)
+
 __all__ = ["Relaxed", "ExpectedTables", "expected_tables", "probabilities", "expected_traffic",
            "init_logits"]
 
@@ -87,7 +89,9 @@ def probabilities(r: Relaxed, temperature=1.0, key=None, gumbel_scale=0.0):
 
 def expected_traffic(tables: ExpectedTables, p) -> Traffic:
     """The expected traffic: every row weighted by its threadblock's probability of its candidate."""
-    w = p[tables.row_tb, tables.row_cand] * tables.row_valid
+    # floor at P_MIN: the model's gradient is defined for weights in (0, 1] (docs/model.md, "Flow weight");
+    # a softmax at a low temperature underflows to exactly 0
+    w = jnp.maximum(p, P_MIN)[tables.row_tb, tables.row_cand] * tables.row_valid
     return tables.traffic.replace(weight=w.astype(tables.traffic.flits.dtype))
 
 
