@@ -91,12 +91,16 @@ def test_loss_and_gradient_finite_across_temperatures():
     tab = expected_tables(TINY, plan, cand)
     cap = capacity_table(TINY, plan, cand, cu_demand(TINY, plan))
     z = jax.random.normal(jax.random.PRNGKey(0), (plan.n_tbs, 3)) * 3.0
+    @jax.jit
+    def vg(zz, temp, tau):
+        def f(zz):
+            p = probabilities(Relaxed(zz), temp)
+            return loss_terms(TINY, tab, cap, p, tau_ns=tau, lam=1.0, rho=10.0, beta=5.0).total
+        return jax.value_and_grad(f)(zz)
+
     for temp in (0.02, 0.3, 1.0, 5.0):
         for tau in (1.0, 10.0, 100.0):
-            def f(zz):
-                p = probabilities(Relaxed(zz), temp)
-                return loss_terms(TINY, tab, cap, p, tau_ns=tau, lam=1.0, rho=10.0, beta=5.0).total
-            v, g = jax.value_and_grad(f)(z)
+            v, g = vg(z, temp, tau)
             assert np.isfinite(float(v)) and np.all(np.isfinite(np.asarray(g))), (temp, tau)
             assert float(jnp.abs(g).max()) > 0
 
@@ -121,6 +125,7 @@ def test_expected_traffic_at_one_hot_is_the_discrete_estimate():
     assert busy[:, own].max() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size,g", [(300_000, 2), (30_000, 3)])
 def test_tiny_system_search_finds_enumerated_optimum(size, g):
     plan = make_plan("allgather", 3, size)
