@@ -68,7 +68,8 @@ def run_case(case, steps, seeds, rank_n, search_s):
     big = gpus > 8
     r = optimize(s, plan, steps=steps, seeds=seeds, search_budget_s=search_s, n_simulate=1 if big else 3)
     r.pop("placement")
-    out = {"case": {"collective": coll, "size_bytes": size, "n_gpus": gpus, "tbs_per_gpu": tbs or gpus - 1},
+    out = {"case": {"collective": coll, "size_bytes": size, "n_gpus": gpus, "tbs_per_gpu": tbs or gpus - 1,
+                    "tbs_arg": tbs},
            **{k: v for k, v in r.items() if k not in ("choice",)}}
     eq = r["equal_time"]
     out["ratio_vs_nap_nar"] = r["nap_nar_simulated_ns"] / r["simulated_ns"]
@@ -98,7 +99,8 @@ def _worker(args):
     try:
         return run_case(case, steps, seeds, rank_n, search_s)
     except Exception as e:  # report, keep the grid going
-        return {"case": {"collective": case[0], "size_bytes": case[1], "n_gpus": case[2], "tbs_per_gpu": case[3]},
+        return {"case": {"collective": case[0], "size_bytes": case[1], "n_gpus": case[2], "tbs_per_gpu": case[3],
+                         "tbs_arg": case[3]},
                 "error": f"{type(e).__name__}: {e}"}
 
 
@@ -161,6 +163,11 @@ def main(argv=None):
     path = os.path.join(a.out, "optim_grid.json")
     t0 = time.perf_counter()
     done = []
+    keys = {tuple(CASES[i]) for i in idx}
+    if os.path.exists(path):   # keep the cases of earlier runs that this run does not redo
+        old = json.load(open(path)).get("cases", [])
+        done = [r for r in old if (r["case"]["collective"], r["case"]["size_bytes"], r["case"]["n_gpus"],
+                                   r["case"].get("tbs_arg")) not in keys]
     meta = {"steps": a.steps, "seeds": a.seeds, "rank_n": a.rank_n, "search_s": a.search_s,
             "workers": a.workers, "cpu_count": os.cpu_count(), "tie": TIE}
 

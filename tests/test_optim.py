@@ -141,9 +141,43 @@ def test_tiny_system_search_finds_enumerated_optimum(size, g):
     assert r["simulated_ns"] <= r["nap_nar_simulated_ns"]
 
 
-def test_fixed_seed_same_placement_and_reload(tmp_path):
+def test_saved_placement_loads_back_to_the_same_simulated_time(tmp_path, capsys):
+    """Save a (repaired, mixed) placement, load it, simulate: the same time; the CLI reads it too."""
+    from nuna_jax.cli import main
     plan = make_plan("allgather", 3, 30_000)
-    kw = dict(steps=20, seeds=2, nar_granularity=3, n_candidates=3, baseline=False, search_evals=30,
+    cand, _ = make_candidates(TINY, plan, nar_granularity=3, n_candidates=3)
+    pl = assemble(TINY, plan, cand, np.array([1, 0, 2, 2, 0, 1]))
+    want = simulate(TINY, build_traffic(TINY, plan, pl)).completion_ns
+    f = tmp_path / "p.json"
+    save_placement(str(f), TINY, plan, pl)
+    got = simulate(TINY, build_traffic(TINY, plan, load_placement(str(f), TINY, plan))).completion_ns
+    assert got == want
+    assert main(["simulate", "--system", "mono", "--gpus", "3", "--collective", "allgather", "--size", "30kB",
+                 "--placement", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["completion_ns"] == want
+    # a file for another plan is refused with a message (CLI: exit 2)
+    with pytest.raises(ValueError, match="n_pages|n_tbs"):
+        load_placement(str(f), TINY, make_plan("allgather", 3, 60_000))
+    assert main(["estimate", "--system", "mono", "--gpus", "3", "--collective", "allgather", "--size", "60kB",
+                 "--placement", str(f)]) == 2
+    assert "placement file" in capsys.readouterr().err
+    d = json.loads(f.read_text())
+    d["tb_domain"][0] = 99
+    f.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="tb_domain"):
+        load_placement(str(f), TINY, plan)
+
+
+def test_optimize_cli_rejects_bad_steps(capsys):
+    from nuna_jax.cli import main
+    assert main(["optimize", "--collective", "allgather", "--size", "100kB", "--steps", "0"]) == 2
+    assert "--steps" in capsys.readouterr().err
+
+
+def test_fixed_seed_same_placement(tmp_path):
+    """Two runs with one seed: the same placement and the same numbers; its saved file simulates the same."""
+    plan = make_plan("allgather", 3, 30_000)
+    kw = dict(steps=10, seeds=2, nar_granularity=3, n_candidates=3, baseline=False, search_evals=30,
               search_budget_s=60.0, seed=7)
     r1 = optimize(TINY, plan, **kw)
     r2 = optimize(TINY, plan, **kw)
@@ -154,12 +188,3 @@ def test_fixed_seed_same_placement_and_reload(tmp_path):
     save_placement(str(f), TINY, plan, r1["placement"])
     pl = load_placement(str(f), TINY, plan)
     assert simulate(TINY, build_traffic(TINY, plan, pl)).completion_ns == r1["simulated_ns"]
-    # a file for another plan is refused with a message
-    other = make_plan("allgather", 3, 60_000)
-    with pytest.raises(ValueError, match="n_pages|n_tbs"):
-        load_placement(str(f), TINY, other)
-    d = json.loads(f.read_text())
-    d["tb_domain"][0] = 99
-    f.write_text(json.dumps(d))
-    with pytest.raises(ValueError, match="tb_domain"):
-        load_placement(str(f), TINY, plan)
