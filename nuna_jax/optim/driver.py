@@ -3,7 +3,8 @@
 1. candidates (:mod:`.candidates`) and the stacked expected-traffic tables (:mod:`.relaxed`);
 2. the Optax descent (:mod:`.descent`): ``seeds`` restarts in one ``vmap``, restart 0 a
    warm start on Algorithm 1;
-3. rounding (argmax and samples of every restart) and repair (:func:`.candidates.assemble`);
+3. rounding (argmax and samples of every restart, and Algorithm 1's own choice) and repair
+   (:func:`.candidates.assemble`);
 4. the local search (:mod:`.search`) from the best rounded placement;
 5. the exact simulator on the best few by the analytical estimate, and on NAP+NAR
    (the warm start itself is in the pool, so the answer is never slower than
@@ -95,6 +96,8 @@ def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4,
         p = np.asarray(probabilities(Relaxed(z[b]), sched.temp1))
         for j, ch in enumerate(round_choices(p, n_samples, rng)):
             rounded.append((ev(ch)[2], b, "argmax" if j == 0 else "sample", ch))
+    warm = np.zeros(plan.n_tbs, np.int64)   # Algorithm 1 itself: always a rounding candidate
+    rounded.append((ev(warm)[2], -1, "nap+nar", warm))
     rounded.sort(key=lambda r: r[0])
     best_round = rounded[0]
     argmax_best = min((r for r in rounded if r[2] == "argmax"), key=lambda r: r[0])
@@ -129,7 +132,6 @@ def optimize(s, plan, *, steps: int = 60, seeds: int = 4, n_candidates: int = 4,
             seen.add(k)
             pool.append((est, kind, ch))
     pool = pool[:max(1, n_simulate)]
-    warm = np.zeros(plan.n_tbs, np.int64)
     if np.asarray(warm, np.int8).tobytes() not in {np.asarray(c, np.int8).tobytes() for _, _, c in pool}:
         pool.append((ev(warm)[2], "nap+nar", warm))
 
