@@ -91,6 +91,10 @@ def run_case(case, steps, seeds, rank_n, search_s):
         out["ranking"] = {"n": len(chs), "kendall_tau": kendall_tau(ests, sims),
                           "estimate_ns": ests, "simulated_ns": sims}
     out["case_wall_s"] = time.perf_counter() - t0
+    import subprocess
+    out["git_commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                       capture_output=True, text=True).stdout.strip()
+    out["load_avg"] = os.getloadavg()
     return out
 
 
