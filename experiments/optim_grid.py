@@ -121,11 +121,14 @@ def plot(path):
     rows = [r for r in d["cases"] if "error" not in r]
     fig, ax = plt.subplots(1, 3, figsize=(17, 4.8))
     for r in rows:
-        h = np.asarray(r["history"]["loss"])   # [B, K]
+        h = np.asarray(r["history"]["loss"]).min(axis=1)        # [K, B] -> best restart per step
+        tm = np.asarray(r["history"]["time_ns"]).min(axis=1)
         lab = f"{r['case']['collective']} {r['case']['size_bytes'] / 1e6:g}MB t{r['case']['tbs_per_gpu']}"
-        ax[0].plot(h.min(axis=0) / h.min(axis=0)[0], label=lab)
-    ax[0].set_xlabel("Adam step"); ax[0].set_ylabel("loss / loss at step 0 (best restart)")
-    ax[0].set_title("loss over the run"); ax[0].legend(fontsize=6)
+        ln, = ax[0].plot(h / r["nap_nar_simulated_ns"], label=lab)
+        ax[0].plot(tm / r["nap_nar_simulated_ns"], ls=":", color=ln.get_color())
+        ax[0].plot([len(h) - 1], [r["simulated_ns"] / r["nap_nar_simulated_ns"]], "*", color=ln.get_color())
+    ax[0].set_xlabel("Adam step"); ax[0].set_ylabel("ns / NAP+NAR simulated")
+    ax[0].set_title("loss (solid), smooth time (dotted), final simulated (*)"); ax[0].legend(fontsize=6)
     names = [f"{r['case']['collective'][:4]} {r['case']['size_bytes'] / 1e6:g}MB\n{r['case']['n_gpus']}g t{r['case']['tbs_per_gpu']}"
              for r in rows]
     x = np.arange(len(rows))
