@@ -43,7 +43,7 @@ def _compiled_descent(s, tables, cap, z0, key, sched):
     """``descend`` compiled ahead of time (so compile and descent are timed apart), cached by shapes."""
     args = (s, tables, cap, z0, key)
     leaves, tree = jax.tree_util.tree_flatten(args)
-    k = (tree, tuple((np.shape(x), np.result_type(x).str) for x in leaves), sched)
+    k = (tree, tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves), sched)
     if k not in _COMPILED:
         _COMPILED[k] = descend.lower(*args, sched=sched).compile()
     return _COMPILED[k]
