@@ -188,3 +188,22 @@ def test_fixed_seed_same_placement(tmp_path):
     save_placement(str(f), TINY, plan, r1["placement"])
     pl = load_placement(str(f), TINY, plan)
     assert simulate(TINY, build_traffic(TINY, plan, pl)).completion_ns == r1["simulated_ns"]
+
+
+@pytest.mark.slow
+def test_optimize_cli_msccl_plan_json_keys(capsys, tmp_path):
+    """MSCCL plans work; the stable keys are there; the saved file reloads to the same simulated time."""
+    from pathlib import Path
+
+    from nuna_jax.cli import main
+    xml = str(Path(__file__).parent / "data" / "ag2_direct.xml")
+    f = tmp_path / "p.json"
+    assert main(["optimize", "--plan", xml, "--size", "1MB", "--steps", "5", "--seeds", "2", "--search-s", "0.5",
+                 "--save", str(f), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for k in KEYS:
+        assert isinstance(d[k], float), k
+    assert d["simulated_ns"] <= d["nap_nar_simulated_ns"]
+    assert d["speedup_vs_nap_nar"] == pytest.approx(d["nap_nar_simulated_ns"] / d["simulated_ns"])
+    assert main(["simulate", "--plan", xml, "--size", "1MB", "--placement", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["completion_ns"] == d["simulated_ns"]
