@@ -318,7 +318,7 @@ def ua_cu_order(s: System) -> np.ndarray:
     return np.stack(per_die, axis=1).reshape(-1)  # interleave dies
 
 
-def _stack_order_by_router(s: System) -> np.ndarray:
+def stack_order_by_router(s: System) -> np.ndarray:
     """``[n_routers, n_stacks]`` stacks by hop distance from each router (ties: lower id)."""
     sr = stack_router(s)
     d = hop_count(s, np.arange(s.n_routers)[:, None], sr[None, :])
@@ -326,7 +326,7 @@ def _stack_order_by_router(s: System) -> np.ndarray:
     return np.lexsort((ids, d), axis=1)
 
 
-class _Pages:
+class PageMap:
     """Page -> stack map with per-(gpu, stack) page budgets (first come, first served)."""
 
     def __init__(self, s: System, plan: Plan, cap: int):
@@ -470,8 +470,8 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
     ptr = np.zeros((plan.n_gpus, nar_max), np.int64)  # first CU in order with rem > 0
     tb_cu = np.full(plan.n_tbs, -1, np.int64)
     tb_dom = np.zeros(plan.n_tbs, np.int64)
-    pages = _Pages(s, plan, cap) if place_memory else None
-    st_by_router = _stack_order_by_router(s)
+    pages = PageMap(s, plan, cap) if place_memory else None
+    st_by_router = stack_order_by_router(s)
     cr = cu_router(s)
     saddr, daddr = plan.src_addr(s.page_bytes), plan.dst_addr(s.page_bytes)
     bounds = np.searchsorted(plan.step_tb, np.arange(plan.n_tbs + 1))

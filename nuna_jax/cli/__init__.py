@@ -55,6 +55,7 @@ SUBCOMMANDS = {
     "e2e": "nuna_jax.cli.e2e",
     "sweep": "nuna_jax.cli.sweep",
     "sensitivity": "nuna_jax.cli.sensitivity",
+    "optimize": "nuna_jax.cli.optimize",
 }
 
 

@@ -130,6 +130,8 @@ def add_scenario_args(p) -> None:
                    help="NAR domains (default: logical groups per GPU clamped to [2, 2*mesh_rows])")
     p.add_argument("--algorithm", default="direct", choices=ALGORITHMS,
                    help="generated plan algorithm (default direct, as in the paper)")
+    p.add_argument("--placement", default=None, metavar="FILE.json",
+                   help="a saved placement (nuna-jax optimize --save) instead of --policy")
 
 
 def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario:
@@ -159,6 +161,13 @@ def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario
         source = (f"{coll} ({args.algorithm}) of --size {args.size} on {system.n_gpus} GPUs"
                   + (f" with --tbs {args.tbs}" if args.tbs is not None else ""))
     check_traffic_work(lim, work, system, source, flits=flits)
-    return make_scenario(system, collective=getattr(args, "collective", None), plan_file=plan_file,
-                         size_bytes=size, policy=args.policy, tbs_per_gpu=args.tbs,
-                         nar_granularity=args.nar_granularity, algorithm=args.algorithm)
+    sc = make_scenario(system, collective=getattr(args, "collective", None), plan_file=plan_file,
+                       size_bytes=size, policy=args.policy, tbs_per_gpu=args.tbs,
+                       nar_granularity=args.nar_granularity, algorithm=args.algorithm)
+    if getattr(args, "placement", None):
+        from ..lowering import build_traffic
+        from ..optim.io import load_placement
+        lim.check_file(args.placement, "--placement file")
+        pl = load_placement(args.placement, sc.system, sc.plan)
+        sc = Scenario(sc.system, sc.plan, pl, build_traffic(sc.system, sc.plan, pl))
+    return sc
