@@ -81,7 +81,29 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return p, runners
 
 
+def use_compilation_cache() -> None:
+    """Keep XLA's compiled programs between runs of the command (JAX's persistent compilation
+    cache): the second ``nuna-jax estimate`` on the same shapes skips most of the compile time.
+    Directory: ``$NUNA_JAX_CACHE_DIR`` (empty: off), else ``~/.cache/nuna_jax/xla``; an
+    unwritable directory just leaves the cache off."""
+    import os
+    d = os.environ.get("NUNA_JAX_CACHE_DIR")
+    if d == "":
+        return
+    d = d or os.path.join(os.path.expanduser("~"), ".cache", "nuna_jax", "xla")
+    try:
+        os.makedirs(d, exist_ok=True)
+        if not os.access(d, os.W_OK):
+            return
+        import jax
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    except (OSError, AttributeError):  # no home, read-only file system, an old jax
+        return
+
+
 def main(argv: list[str] | None = None) -> int:
+    use_compilation_cache()
     parser, runners = build_parser()
     try:
         args = parser.parse_args(argv)
