@@ -14,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from nuna_jax.scenario import search_nar_granularity
+
 from nuna_jax.lowering import build_traffic
 from nuna_jax.optim.candidates import assemble, domain_offsets, make_candidates
 from nuna_jax.optim.driver import KEYS, optimize
@@ -61,7 +63,8 @@ def test_candidate_zero_is_nap_nar(coll, tbs):
     plan = make_plan(coll, 8, 10**6, tbs_per_gpu=tbs)
     cand, _ = make_candidates(T2, plan)
     a = build_traffic(T2, plan, assemble(T2, plan, cand, np.zeros(plan.n_tbs, int)))
-    b = build_traffic(T2, plan, place(T2, plan, "nap+nar"))
+    # NAP+NAR as NAP defines it: at the NAR granularity it picks by trying them all (4.1.2)
+    b = build_traffic(T2, plan, search_nar_granularity(T2, plan, "nap+nar")[0])
     for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "flits", "tb", "step", "phase"):
         np.testing.assert_array_equal(np.asarray(getattr(a, k)), np.asarray(getattr(b, k)), err_msg=k)
 
@@ -144,7 +147,8 @@ def test_tiny_system_search_finds_enumerated_optimum(size, g):
 def test_saved_placement_loads_back_to_the_same_simulated_time(tmp_path, capsys):
     """Save a (repaired, mixed) placement, load it, simulate: the same time; the CLI reads it too."""
     from nuna_jax.cli import main
-    plan = make_plan("allgather", 3, 30_000)
+    # the plan as the CLI builds it (make_scenario: per-GPU slots on page boundaries, docs/policies.md D3)
+    plan = make_plan("allgather", 3, 30_000, slot_align_bytes=TINY.page_bytes)
     cand, _ = make_candidates(TINY, plan, nar_granularity=3, n_candidates=3)
     pl = assemble(TINY, plan, cand, np.array([1, 0, 2, 2, 0, 1]))
     want = simulate(TINY, build_traffic(TINY, plan, pl)).completion_ns
@@ -157,7 +161,7 @@ def test_saved_placement_loads_back_to_the_same_simulated_time(tmp_path, capsys)
     assert json.loads(capsys.readouterr().out)["completion_ns"] == want
     # a file for another plan is refused with a message (CLI: exit 2)
     with pytest.raises(ValueError, match="n_pages|n_tbs"):
-        load_placement(str(f), TINY, make_plan("allgather", 3, 60_000))
+        load_placement(str(f), TINY, make_plan("allgather", 3, 60_000, slot_align_bytes=TINY.page_bytes))
     assert main(["estimate", "--system", "mono", "--gpus", "3", "--collective", "allgather", "--size", "60kB",
                  "--placement", str(f)]) == 2
     assert "placement file" in capsys.readouterr().err

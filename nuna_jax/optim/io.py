@@ -27,7 +27,9 @@ def placement_to_dict(s, plan, pl: Placement, meta: dict | None = None) -> dict:
             "n_pages": int(pl.page_stack.shape[1]), "routing_granularity": int(pl.routing_granularity),
             "placement_granularity": int(pl.placement_granularity),
             "tb_cu": np.asarray(pl.tb_cu).tolist(), "tb_domain": np.asarray(pl.tb_domain).tolist(),
-            "page_stack": np.asarray(pl.page_stack).tolist(), "meta": meta or {}}
+            "page_stack": np.asarray(pl.page_stack).tolist(),
+            "page_domain": None if pl.page_domain is None else np.asarray(pl.page_domain).tolist(),
+            "meta": meta or {}}
 
 
 def save_placement(path: str, s, plan, pl: Placement, meta: dict | None = None) -> None:
@@ -62,10 +64,16 @@ def load_placement(path: str, s, plan) -> Placement:
         raise ValueError(f"placement file {path!r}: tb_domain must lie in [0, {g})")
     if ps.min(initial=0) < -1 or ps.max(initial=0) >= s.n_hbm_stacks:
         raise ValueError(f"placement file {path!r}: page_stack must lie in [-1, {s.n_hbm_stacks})")
+    pd = d.get("page_domain")            # NAR domain of each page (routing by address, D5), or absent
+    if pd is not None:
+        pd = np.asarray(pd, np.int16)
+        if pd.shape != ps.shape or pd.min(initial=0) < -1 or pd.max(initial=0) >= g:
+            raise ValueError(f"placement file {path!r}: page_domain must have page_stack's shape and lie in "
+                             f"[-1, {g})")
     pl = Placement(policy=str(d.get("policy", "FILE")), tb_cu=tb_cu, tb_domain=tb_dom, page_stack=ps, domains=dom,
                    placement_granularity=int(d.get("placement_granularity", g)), cu_demand=cu_demand(s, plan),
                    cu_capacity=int(s.max_outstanding_per_cu), stack_capacity_pages=stack_capacity_pages(s, plan),
-                   tb_gpu=plan.tb_gpu)
+                   tb_gpu=plan.tb_gpu, page_domain=pd)
     chk = check_capacities(s, plan, pl)
     if not chk["ok"]:
         raise ValueError(f"placement file {path!r} breaks a budget: {chk}")
