@@ -85,6 +85,7 @@ def test_usage_errors_are_one_line_exit_2(argv, needle, capsys):
     assert cap.err.count("\n") == 1 and needle in cap.err and cap.out == ""
 
 
+@pytest.mark.slow
 def test_legitimate_input_within_the_limits_still_succeeds(capsys):
     assert main(["place", "--collective", "alltoall", "--size", "1MB", "--gpus", "16", "--max-work", "2",
                  "--json"]) == 0

@@ -69,8 +69,9 @@ def test_candidate_zero_is_nap_nar(coll, tbs):
         np.testing.assert_array_equal(np.asarray(getattr(a, k)), np.asarray(getattr(b, k)), err_msg=k)
 
 
-@pytest.mark.parametrize("coll,size,tbs", [("allgather", 10**6, None), ("allgather", 10**7, None),
-                                           ("alltoall", 10**6, 1008), ("allreduce", 10**6, None)])
+@pytest.mark.parametrize("coll,size,tbs", [
+    ("allgather", 10**6, None), pytest.param("allgather", 10**7, None, marks=pytest.mark.slow),
+    pytest.param("alltoall", 10**6, 1008, marks=pytest.mark.slow), ("allreduce", 10**6, None)])
 def test_every_rounded_placement_holds_every_budget(coll, size, tbs):
     plan = make_plan(coll, 8, size, tbs_per_gpu=tbs)
     cand, _ = make_candidates(T2, plan)
@@ -178,6 +179,7 @@ def test_optimize_cli_rejects_bad_steps(capsys):
     assert "--steps" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_fixed_seed_same_placement(tmp_path):
     """Two runs with one seed: the same placement and the same numbers; its saved file simulates the same."""
     plan = make_plan("allgather", 3, 30_000)
