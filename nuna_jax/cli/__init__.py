@@ -56,6 +56,7 @@ SUBCOMMANDS = {
     "sweep": "nuna_jax.cli.sweep",
     "sensitivity": "nuna_jax.cli.sensitivity",
     "optimize": "nuna_jax.cli.optimize",
+    "reproduce": "nuna_jax.cli.reproduce",
 }
 
 

@@ -1,0 +1,119 @@
+"""``nuna-jax reproduce``: run the papers' experiments (``experiments/`` of a clone) one after another.
+
+Each experiment is a script under ``experiments/`` that writes its JSON and PNG
+(README, "Reproducing the papers"); this command runs the chosen ones in
+order, with a progress bar on a terminal, and reports each one's status and
+wall time.  ``--quick`` passes each script the flags of its reduced grid (a
+few minutes in all on a 2-core CPU); the default is the papers' full grids.
+The scripts live in the repository, not in the installed package: from an
+installation without the clone the command says so (exit 2).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from .common import emit_json
+
+
+class Experiment(NamedTuple):
+    script: str          # file under experiments/
+    what: str            # the paper figure or table
+    quick: tuple = ()    # flags of the reduced grid (--quick)
+    takes_out: bool = False   # the script accepts --out DIR
+
+
+#: name -> experiment, in the order ``--all`` runs them (cheap first)
+EXPERIMENTS = {
+    "pk_table3": Experiment("pk_table3.py", "ParallelKittens Table 3 (GEMM vs fused GEMM+RS)"),
+    "pk_overlap": Experiment("pk_overlap.py", "ParallelKittens intra- vs inter-SM overlap"),
+    "pk_mechanisms": Experiment("pk_mechanisms.py", "ParallelKittens transfer mechanisms"),
+    "fig2": Experiment("fig2_collective_sizes.py", "NUNA Fig. 2: collective output sizes", (), True),
+    "fig15": Experiment("fig15_e2e.py", "NUNA Fig. 15: end-to-end runtime decomposition", (), True),
+    "fig12": Experiment("fig12_size.py", "NUNA Fig. 12: NAP+NAR speedup vs size", ("--tbs-mults", "1"), True),
+    "fig11": Experiment("fig11_isolation.py", "NUNA Fig. 11: the seven configurations",
+                        ("--no-sim", "--tbs-mults", "1"), True),
+    "fig13": Experiment("fig13_nar_granularity.py", "NUNA Fig. 13: NAR granularity", ("--no-sim",), True),
+    "fig9": Experiment("fig9_speedup.py", "NUNA Fig. 9: speedup vs size and GPUs", ("--quick",), True),
+    "fig10": Experiment("fig10_latency_hist.py", "NUNA Fig. 10: store-latency histograms (simulator)"),
+    "fig14": Experiment("fig14_gemm_interference.py", "NUNA Fig. 14: All-Gather beside a GEMM (simulator)"),
+    "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",)),
+    "fidelity_table": Experiment("fidelity_table.py", "docs/fidelity.md from the experiments' JSON"),
+}
+
+
+def experiments_dir() -> Path:
+    """``experiments/`` of the clone this package runs from; ``ValueError`` if there is none."""
+    d = Path(__file__).resolve().parents[2] / "experiments"
+    if not d.is_dir():
+        raise ValueError(f"no experiments/ folder next to the package ({d}): reproduce runs from a clone of "
+                         "the repository (pip install -e .)")
+    return d
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("reproduce", help="run the papers' experiments (scripts under experiments/)",
+                       description="Run the NUNA and ParallelKittens experiments of experiments/ in order, "
+                                   "each writing its JSON and PNG; --quick uses reduced grids.")
+    p.add_argument("names", nargs="*", metavar="NAME", help=f"experiments to run: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--all", action="store_true", help="every experiment, in the order listed")
+    p.add_argument("--quick", action="store_true", help="reduced grids (a few minutes on a 2-core CPU)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="results folder for the scripts that take one (default: each script's own)")
+    p.add_argument("--list", action="store_true", help="list the experiments and exit")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _chosen(args) -> list[str]:
+    if args.all:
+        return list(EXPERIMENTS)
+    if not args.names:
+        raise ValueError("name at least one experiment or give --all (see nuna-jax reproduce --list)")
+    bad = [n for n in args.names if n not in EXPERIMENTS]
+    if bad:
+        raise ValueError(f"unknown experiment(s) {', '.join(bad)}; choose from {', '.join(EXPERIMENTS)}")
+    return list(dict.fromkeys(args.names))
+
+
+def run(args) -> int:
+    if args.list:
+        rows = {n: {"script": f"experiments/{e.script}", "what": e.what, "quick_flags": list(e.quick)}
+                for n, e in EXPERIMENTS.items()}
+        if args.json:
+            emit_json({"experiments": rows})
+        else:
+            for n, r in rows.items():
+                print(f"  {n:15s} {r['script']:40s} {r['what']}")
+        return 0
+    names = _chosen(args)
+    root = experiments_dir()
+    from ..progress import Progress
+    results = []
+    with Progress(total=len(names), label="reproduce", unit="experiments", enabled=not args.json) as bar:
+        for k, name in enumerate(names):
+            e = EXPERIMENTS[name]
+            cmd = [sys.executable, str(root / e.script)] + (list(e.quick) if args.quick else [])
+            if args.out and e.takes_out:
+                cmd += ["--out", str(Path(args.out) / name)]
+            t0 = time.perf_counter()
+            done = subprocess.run(cmd, cwd=root.parent, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            results.append({"name": name, "script": f"experiments/{e.script}", "rc": done.returncode,
+                            "wall_s": wall, "tail": tail})
+            bar.update(k + 1, note=name, force=True)
+            if not args.json:
+                print(f"  {name:15s} {'ok' if done.returncode == 0 else 'FAILED (rc %d)' % done.returncode:14s} "
+                      f"{wall:7.1f} s", flush=True)
+    failed = [r["name"] for r in results if r["rc"] != 0]
+    if args.json:
+        emit_json({"quick": bool(args.quick), "experiments": results, "failed": failed})
+    elif failed:
+        for r in results:
+            if r["rc"]:
+                print(f"{r['name']}: " + " | ".join(r["tail"]), file=sys.stderr)
+    return 1 if failed else 0
