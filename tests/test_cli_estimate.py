@@ -70,3 +70,17 @@ def test_msccl_plan_file(capsys):
     assert d["policy"] == "UA" and d["n_flows"] > 0
     assert d["lower_bound_ns"] <= d["time_ns"] * (1 + 1e-6)
     assert "closed_form_ns" not in d   # an imported plan has no closed form
+
+
+def test_policy_all_simulate_and_plot(capsys, tmp_path):
+    png = tmp_path / "socket.png"
+    d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "20kB", "--gpus", "2",
+                          "--policy", "all", "--simulate", "--plot", str(png), "--json"])
+    ua = d["policies"][0]
+    for r in d["policies"]:
+        # the simulator never beats the analytical lower bound (docs/analytical.md, the bound contract)
+        assert r["simulated_ns"] >= r["lower_bound_ns"] * (1 - 1e-6)
+        assert r["sim_speedup_over_ua"] == pytest.approx(ua["simulated_ns"] / r["simulated_ns"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["estimate", "--collective", "allgather", "--size", "20kB", "--policy", "ua", "--simulate"]) == 2
+    assert "--policy all" in capsys.readouterr().err

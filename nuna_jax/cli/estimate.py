@@ -12,8 +12,8 @@ analytical network (``nuna_jax.astra``).
 
 from __future__ import annotations
 
-from .common import (add_system_args, emit_json, format_size, limits_from_args, number, parse_size,
-                     system_from_args)
+from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args,
+                     number, parse_size, system_from_args, write_plot)
 from ..placement import FIGURE11_ORDER as POLICY_ORDER
 
 
@@ -36,6 +36,10 @@ def add_parser(sub) -> None:
     p.add_argument("--network-algorithm", default=None, choices=("direct", "ring", "recursive", "tree"),
                    help="with --network: one algorithm for every dimension "
                         "(default: ring on Ring, direct on FullyConnected, recursive on Switch)")
+    p.add_argument("--simulate", action="store_true",
+                   help="with --policy all: also run the exact flit simulator on every configuration "
+                        "(simulated_ns, sim_speedup_over_ua)")
+    add_plot_arg(p, "with --policy all: UA beside NAP+NAR on one GPU's mesh (CUs, HBM bytes, port load)")
 
 
 def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
@@ -49,25 +53,33 @@ def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
     return out
 
 
-def _one(s, args, policy: str) -> dict:
+def _one(s, args, policy: str, simulate: bool = False):
+    """(report row, scenario) of one policy; ``simulate`` adds the exact simulator's completion time."""
     import copy
 
     from ..models.contention import evaluate
     from .common import scenario_from_args
     a = copy.copy(args)
     a.policy = policy
-    sc = scenario_from_args(a, s)   # with --plan and no --gpus the system takes the file's GPU count
+    sc = scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
     r = evaluate(sc.system, sc.traffic, args.temperature)
     d = {"policy": policy.upper(), **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns",
                                                          "temperature_ns")},
          "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": sc.traffic.total_flits,
          "n_gpus": sc.system.n_gpus, "scenario": sc.describe()}
-    return d
+    if simulate:
+        from ..sim import simulate as run_sim
+        d["simulated_ns"] = float(run_sim(sc.system, sc.traffic).completion_ns)
+    return d, sc
 
 
 def run(args) -> int:
     if args.network:
         return _run_network(args)
+    check_plot_path(args)
+    if (args.simulate or args.plot) and str(args.policy).strip().lower() != "all":
+        raise ValueError("--simulate and --plot go with --policy all (use `nuna-jax simulate` / `place --plot` "
+                         "for one policy)")
     s = system_from_args(args)
     size = parse_size(args.size)
     pol = str(args.policy).strip().lower()
@@ -77,11 +89,18 @@ def run(args) -> int:
     if args.collective:
         head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
     if pol == "all":
-        rows = [_one(s, args, p) for p in POLICY_ORDER]
+        done = [_one(s, args, p, args.simulate) for p in POLICY_ORDER]
+        rows = [d for d, _ in done]
         head["n_gpus"] = rows[0]["n_gpus"]
         ua = rows[0]["time_ns"]
         for r in rows:
             r["speedup_over_ua"] = ua / r["time_ns"]
+            if args.simulate:
+                r["sim_speedup_over_ua"] = rows[0]["simulated_ns"] / r["simulated_ns"]
+        scs = dict(zip(POLICY_ORDER, (sc for _, sc in done)))
+        from ..plots import compare_figure
+        write_plot(args, lambda: compare_figure([(k, scs[k].system, scs[k].placement, scs[k].traffic)
+                                                 for k in ("UA", "NAP+NAR")]))
         out = {**head, "policies": rows}
         if args.json:
             emit_json(out)
@@ -89,16 +108,18 @@ def run(args) -> int:
         what = args.collective or args.plan
         print(f"{what} {format_size(size)} on {head['n_gpus']} GPUs ({s.name}), {args.algorithm}, "
               f"analytical path model")
-        print(f"  {'policy':9s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}  bottleneck")
+        sim_head = f" {'simulated_ns':>12s} {'sim speedup':>11s}" if args.simulate else ""
+        print(f"  {'policy':9s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}{sim_head}  bottleneck")
         for r in rows:
+            sim_cols = (f" {r['simulated_ns']:12.1f} {r['sim_speedup_over_ua']:10.3f}x" if args.simulate else "")
             print(f"  {r['policy']:9s} {r['time_ns']:10.1f} {r['lower_bound_ns']:10.1f} "
-                  f"{r['speedup_over_ua']:7.3f}x  {r['breakdown']['bottleneck']}")
+                  f"{r['speedup_over_ua']:7.3f}x{sim_cols}  {r['breakdown']['bottleneck']}")
         if "closed_form_ns" in head:
             cf = head["closed_form_ns"]
             print(f"  closed form (alpha = best/mean/worst path): {cf['best']:.1f} / {cf['mean']:.1f} / "
                   f"{cf['worst']:.1f} ns")
         return 0
-    r = _one(s, args, pol)
+    r, _ = _one(s, args, pol)
     out = {**head, **r}
     if args.json:
         emit_json(out)
