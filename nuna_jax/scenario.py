@@ -49,7 +49,7 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
     granularity).  Returns the chosen placement (its ``granularity_search``
     holds every candidate's estimate) and its traffic.
     """
-    from .models.contention import bucket_rows, estimate_ns, pad_flows
+    from .models.contention import bucket_rows, estimate_ns, pad_flows, resolve_n_phases
 
     opts = options or PolicyOptions()
     best = None
@@ -58,8 +58,7 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
         pl = place(system, plan, policy, dataclasses.replace(opts, nar_granularity=g))
         t = build_traffic(system, plan, pl)
         # the estimate alone (what ``evaluate`` reports as time_ns): a smaller program to compile
-        n_phases = int(t.phase.max()) + 1 if t.n_flows else 1
-        costs[g] = float(estimate_ns(system, pad_flows(t, bucket_rows(t.n_flows)), n_phases=n_phases))
+        costs[g] = float(estimate_ns(system, pad_flows(t, bucket_rows(t.n_flows)), n_phases=resolve_n_phases(t)))
         if best is None or costs[g] < best[0]:
             best = (costs[g], pl, t)
     pl = dataclasses.replace(best[1], granularity_search=costs)

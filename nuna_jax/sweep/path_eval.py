@@ -61,9 +61,7 @@ def traffic_for(s: System, point: dict, cache: dict) -> PaddedTraffic:
         sc = make_scenario(s, collective=point["collective"], size_bytes=int(point["size"]),
                            policy=point["policy"], tbs_per_gpu=point["tbs_per_gpu"],
                            nar_granularity=point["nar_granularity"], algorithm=point["algorithm"])
-        t = sc.traffic
-        rows = K.bucket_rows(t.n_flows)
-        hit = PaddedTraffic(K.pad_flows(t, rows), int(t.n_flows), int(rows), int(K.resolve_n_phases(t)))
+        hit = pad(sc.traffic)
         cache[key] = hit
     return hit
 

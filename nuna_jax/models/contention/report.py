@@ -10,7 +10,7 @@ import numpy as np
 from ...system import System
 from ...traffic import Traffic
 from .api import TEMPERATURE_NS, PathCosts, analyze
-from .tables import CHUNK_FLOWS, KINDS, pad_traffic
+from .tables import CHUNK_FLOWS, KINDS, pad_traffic, resolve_n_phases
 
 
 def breakdown(c: PathCosts) -> dict:
@@ -81,7 +81,7 @@ def evaluate(s: System, t: Traffic, temperature_ns: float = TEMPERATURE_NS, *, e
     Keys: ``time_ns`` (the estimate), ``lower_bound_ns``, ``smooth_estimate_ns`` (at
     ``temperature_ns``), ``temperature_ns``, ``breakdown`` (:func:`breakdown`), ``n_flows``.
     """
-    n_phases = int(np.asarray(t.phase).max()) + 1 if t.n_flows else 1
+    n_phases = resolve_n_phases(t)
     tp = pad_traffic(t, bucket_rows(t.n_flows, chunk_flows))
     c = analyze(s, tp, n_phases=n_phases, temperature_ns=float(temperature_ns), engine=engine,
                 chunk_flows=chunk_flows)
