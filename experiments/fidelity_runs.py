@@ -24,10 +24,11 @@ VARIANTS = {
     "default": ({}, {}, {}),
     "D1 cu_sharing=requests": ({}, {"cu_sharing": "requests"}, {}),
     "D2 link 1667 B/ns (per direction)": ({"link_bw_bytes_per_ns": 10e3 / 6}, {}, {}),
+    "D2b one router per HBM stack": ({"hbm_routers_per_stack": 1}, {}, {}),
     "D3 slots unaligned": ({}, {}, {"slot_align_bytes": 1}),
     "D4 NAP granularity = default rule": ({}, {"nap_granularity": "default"}, {}),
     "D5 NAR domain by threadblock": ({}, {"nar_domain_by": "threadblock"}, {}),
-    "previous (main before issue 10)": ({}, {"cu_sharing": "requests", "nap_granularity": "default",
+    "previous (main before issue 10)": ({"hbm_routers_per_stack": 1}, {"cu_sharing": "requests", "nap_granularity": "default",
                                              "nar_domain_by": "threadblock"}, {"slot_align_bytes": 1}),
 }
 

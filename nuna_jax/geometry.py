@@ -9,7 +9,11 @@ tracer in, JAX out (the models, under ``jit``/``vmap``).
   columns into equal slabs.
 * CU ``c`` sits on router ``c // cus_per_router``.
 * HBM stacks sit on the two long edges (rows 0 and ``mesh_rows - 1``), half
-  on each, stack ``i`` of an edge at the centre column of its span.
+  on each, stack ``i`` of an edge at the centre column of its stretch.  Its
+  channels attach to ``k = hbm_routers_per_stack`` routers spread evenly
+  along the stretch: *endpoint* ``e = stack * k + channel`` (docs/model.md,
+  "HBM channels"); flit address ``a`` of a stack uses channel
+  ``(a // flit_bytes) mod k``.
 * I/O ports sit on the two short edges (columns 0 and ``mesh_cols - 1``),
   half on each, consecutive ports on consecutive rows.
 * NUNA section 5.3: XY (dimension-order) routing; a route from ``(sx, sy)`` to
@@ -34,7 +38,8 @@ DIRECTIONS = 4
 
 __all__ = [
     "EAST", "WEST", "SOUTH", "NORTH", "DIRECTIONS",
-    "router_xy", "router_die", "cu_router", "stack_router", "port_router",
+    "router_xy", "router_die", "cu_router", "stack_router", "hbm_endpoint_router", "n_hbm_endpoints",
+    "hbm_endpoint", "hbm_channel", "port_router",
     "n_link_slots", "max_hops", "hops", "die_crossings",
     "route_links", "route_incidence", "link_endpoints", "link_crosses_die",
 ]
@@ -76,6 +81,36 @@ def stack_router(s: System) -> np.ndarray:
     per_edge = s.n_hbm_stacks // 2
     x = np.floor((np.arange(per_edge) + 0.5) * s.mesh_cols / per_edge).astype(np.int32)
     return np.concatenate([x, (s.mesh_rows - 1) * s.mesh_cols + x]).astype(np.int32)
+
+
+def n_hbm_endpoints(s: System) -> int:
+    """Stack channels with their own router: ``n_hbm_stacks * hbm_routers_per_stack``."""
+    return s.n_hbm_stacks * s.hbm_routers_per_stack
+
+
+def hbm_endpoint_router(s: System) -> np.ndarray:
+    """Router of every HBM endpoint ``e = stack * k + channel``, ``[n_hbm_endpoints]``.
+
+    Channel ``j`` of stack ``i`` (on its edge) attaches to column
+    ``floor(i*w + (j + 1/2) * w / k)`` of the stack's row, ``w = mesh_cols / (n/2)``:
+    ``k`` routers evenly along the stretch; ``k = 1`` is :func:`stack_router`.
+    """
+    per_edge, k = s.n_hbm_stacks // 2, s.hbm_routers_per_stack
+    w = s.mesh_cols / per_edge
+    x = np.floor(np.arange(per_edge)[:, None] * w + (np.arange(k)[None, :] + 0.5) * w / k).astype(np.int32)
+    x = x.reshape(-1)
+    return np.concatenate([x, (s.mesh_rows - 1) * s.mesh_cols + x]).astype(np.int32)
+
+
+def hbm_channel(s: System, addr, flit_bytes: int | None = None):
+    """Channel (0 .. k-1) of the flit at byte address ``addr`` of its stack: ``(addr // flit) mod k``."""
+    fb = int(s.flit_bytes if flit_bytes is None else flit_bytes)
+    return (np.asarray(addr, dtype=np.int64) // fb) % s.hbm_routers_per_stack
+
+
+def hbm_endpoint(s: System, stack, channel):
+    """Endpoint id ``stack * hbm_routers_per_stack + channel`` (numpy or JAX)."""
+    return stack * s.hbm_routers_per_stack + channel
 
 
 def port_router(s: System) -> np.ndarray:

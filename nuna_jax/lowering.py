@@ -13,7 +13,10 @@ Every step moves ``nbytes`` as ``F = ceil(nbytes / flit_bytes)`` flits; flit
 hash (:func:`nuna_jax.nar.port_of_flit`) gives for the destination address in
 its routing domain: the threadblock's domain, or, when the placement routes by
 address (``Placement.page_domain``, section 4.1.2), the domain of the
-destination page's address segment.
+destination page's address segment.  Inside a stack, flit address ``a`` uses
+channel ``(a // flit_bytes) mod k`` (``k = hbm_routers_per_stack``,
+:func:`nuna_jax.geometry.hbm_channel`): both the port hash and the channel are
+functions of the flit index, so one residue modulo ``lcm(m_d, k)`` fixes both.
 
 The counts are computed in closed form per *segment*, a run of flits with one
 (source page, destination page): the cost grows with the number of pages,
@@ -93,8 +96,8 @@ def _residue_counts(seg: _Segments, group, n_groups: int, residue0, m):
 def build_traffic(system, plan, placement) -> Traffic:
     """The flows of a placed plan (``nuna_jax.plans.Plan`` + ``nuna_jax.placement.Placement``).
 
-    One row per (threadblock, step, egress port, read stack, destination
-    stack) with a nonzero flit count; ``bytes`` is the exact payload (the
+    One row per (threadblock, step, egress port, read stack and channel,
+    destination stack and channel) with a nonzero flit count; ``bytes`` is the exact payload (the
     step's last flit may be partial).  Rows are ordered by (threadblock,
     step), then by the position at which the row's port first comes up in the
     step's hash sequence, then stacks.
@@ -105,6 +108,7 @@ def build_traffic(system, plan, placement) -> Traffic:
         z = np.zeros(0)
         return make_traffic(system, src_gpu=z, cu=z, read_stack=z, port=z, dst_gpu=z, dst_stack=z,
                             flits=z, bytes=z)
+    k = int(system.hbm_routers_per_stack)
     tb = plan.step_tb
     S = plan.src_addr(pb).astype(np.int64)
     D = plan.dst_addr(pb).astype(np.int64)
@@ -126,7 +130,7 @@ def build_traffic(system, plan, placement) -> Traffic:
         dseg = np.asarray(placement.tb_domain, np.int64)[tb][seg.row]
     else:             # the destination page's address segment
         dseg = np.asarray(pdom, np.int64)[plan.dst_gpu[seg.row], dpage]
-    mseg = dom.size[dseg]
+    mseg = np.lcm(dom.size[dseg], k)   # residue modulus: fixes the port (mod m_d) and both channels (mod k)
 
     # --- group segments by (step, read stack, dst stack, domain); count flits per hash residue
     n_st, n_d = int(system.n_hbm_stacks), int(dom.granularity)
@@ -134,7 +138,7 @@ def build_traffic(system, plan, placement) -> Traffic:
     gid = gid.reshape(-1)
     g_dom = ukey % n_d
     g_row, g_rs, g_ds = ukey // (n_st * n_st * n_d), (ukey // (n_st * n_d)) % n_st, (ukey // n_d) % n_st
-    g_mm = dom.size[g_dom]
+    g_mm = np.lcm(dom.size[g_dom], k)
     r0 = hash_residue(D[seg.row] + seg.first * fb, fb, mseg)
     flat_g, res, cnt, g_base, g_m = _residue_counts(seg, gid, len(ukey), r0, mseg)
     keep = (res < g_m[flat_g]) & (cnt > 0.5)
@@ -152,9 +156,12 @@ def build_traffic(system, plan, placement) -> Traffic:
     rel = (ores - hash_residue(D[orow], fb, om)) % om
     order = np.lexsort((g_dom[og], g_ds[og], g_rs[og], rel, orow))
     orow, og, ores = orow[order], og[order], ores[order]
+    # read channel: flit i of the step has source flit index S//fb + i and destination index D//fb + i
+    shift = (S[orow] // fb - D[orow] // fb) % k
     cols = dict(
-        src_gpu=plan.src_gpu[orow], cu=cu[orow], read_stack=g_rs[og],
-        port=port_of_residue(dom, g_dom[og], ores), dst_gpu=plan.dst_gpu[orow], dst_stack=g_ds[og],
+        src_gpu=plan.src_gpu[orow], cu=cu[orow], read_stack=g_rs[og], read_channel=(ores + shift) % k,
+        port=port_of_residue(dom, g_dom[og], ores % dom.size[g_dom[og]]), dst_gpu=plan.dst_gpu[orow],
+        dst_stack=g_ds[og], dst_channel=ores % k,
         flits=ocnt[order].astype(np.float64), bytes=obytes[order].astype(np.float64),
         tb=tb[orow], step=plan.step_idx[orow], phase=plan.phase[orow])
     return make_traffic(system, **cols)

@@ -26,7 +26,11 @@ on ``service + latency`` after it started; its zero-load latency is the sum
 of ``service + latency`` over its stages.  That sum separates into three
 tables and one constant (:func:`path_tables`):
 
-    L = read_ns[r_c, rs] + to_port_ns[r_c, p] + switch_ns + deliver_ns[p, ds]
+    L = read_ns[r_c, e_rs] + to_port_ns[r_c, p] + switch_ns + deliver_ns[p, e_ds]
+
+Routers ``r_rs`` and ``r_ds`` are those of the stacks' *endpoints*
+``e = stack * hbm_routers_per_stack + channel`` (:mod:`nuna_jax.geometry`,
+"HBM channels"): the tables are indexed by endpoint, the HBM service by stack.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from .traffic import Traffic
 __all__ = ["ResourceLayout", "resource_layout", "n_stages", "StageSlices", "stage_slices", "stage_names",
            "Stages", "flow_stages", "link_stages", "link_hop_ns", "issue_cycle_ns", "hbm_service_ns",
            "port_service_ns", "request_ns", "head_latency_ns", "leg_latency_ns", "PathTables",
-           "path_tables", "flow_latency_ns", "zero_load_latency_ns"]
+           "path_tables", "flow_latency_ns", "zero_load_latency_ns", "read_endpoint", "dst_endpoint", "stack_mean"]
 
 
 # ---------------------------------------------------------------------------
@@ -170,14 +174,34 @@ def request_ns(s: System, cu_router_id, stack_router_id):
     return issue_cycle_ns(s) + s.cu_to_noc_ns + head_latency_ns(s, cu_router_id, stack_router_id)
 
 
+def stack_mean(s: System, a):
+    """Mean of ``a[..., endpoint]`` over each stack's channels: ``[..., n_hbm_stacks]``.  A
+    transfer's data is interleaved over the channels (docs/model.md, "HBM channels"), so this is
+    the latency of a stack as a whole."""
+    k = s.hbm_routers_per_stack
+    return a.reshape(a.shape[:-1] + (s.n_hbm_stacks, k)).mean(axis=-1)
+
+
+def read_endpoint(s: System, t: Traffic):
+    """HBM endpoint (stack channel) each flow reads from, ``[n_flows]``."""
+    return geo.hbm_endpoint(s, jnp.asarray(t.read_stack, jnp.int32), jnp.asarray(t.read_channel, jnp.int32))
+
+
+def dst_endpoint(s: System, t: Traffic):
+    """HBM endpoint (stack channel) each flow writes to, ``[n_flows]``."""
+    return geo.hbm_endpoint(s, jnp.asarray(t.dst_stack, jnp.int32), jnp.asarray(t.dst_channel, jnp.int32))
+
+
 class PathTables(NamedTuple):
     """Zero-load latency of every separable part of the path, ns (docs/model.md).
 
-    request_ns[router, stack]: CU issue + request, until the read reaches the stack.
-    read_ns[router, stack]: issue .. store issue done (request, HBM read, response, cu_to_noc).
+    request_ns[router, endpoint]: CU issue + request, until the read reaches the stack's channel.
+    read_ns[router, endpoint]: issue .. store issue done (request, HBM read, response, cu_to_noc).
     to_port_ns[router, port]: the store leg from the CU's router to the port's router.
     switch_ns: egress port + switch + ingress port (a scalar).
-    deliver_ns[port, stack]: delivery leg from the port's router + HBM write.
+    deliver_ns[port, endpoint]: delivery leg from the port's router + HBM write.
+
+    An endpoint is ``stack * hbm_routers_per_stack + channel`` (:func:`read_endpoint`).
     """
 
     request_ns: Any
@@ -190,7 +214,7 @@ class PathTables(NamedTuple):
 def path_tables(s: System) -> PathTables:
     """The latency tables of system ``s`` (jit/vmap/grad in ``s``'s continuous fields)."""
     routers = jnp.arange(s.n_routers)
-    st = jnp.asarray(geo.stack_router(s))
+    st = jnp.asarray(geo.hbm_endpoint_router(s))
     pt = jnp.asarray(geo.port_router(s))
     hbm = hbm_service_ns(s) + s.hbm_latency_ns
     req = request_ns(s, routers[:, None], st[None, :])
@@ -206,8 +230,8 @@ def flow_latency_ns(s: System, t: Traffic, tables: PathTables | None = None):
     tab = path_tables(s) if tables is None else tables
     cr = jnp.asarray(geo.cu_router(s))[jnp.asarray(t.cu)]
     p = jnp.asarray(t.port)
-    return (tab.read_ns[cr, jnp.asarray(t.read_stack)] + tab.to_port_ns[cr, p] + tab.switch_ns
-            + tab.deliver_ns[p, jnp.asarray(t.dst_stack)])
+    return (tab.read_ns[cr, read_endpoint(s, t)] + tab.to_port_ns[cr, p] + tab.switch_ns
+            + tab.deliver_ns[p, dst_endpoint(s, t)])
 
 
 # ---------------------------------------------------------------------------
@@ -236,8 +260,9 @@ def flow_stages(s: System, t: Traffic) -> Stages:
     """Stage table of every flow of ``t`` (jit-able; differentiable in ``s``'s leaves)."""
     lay = resource_layout(s)
     cu_r = jnp.asarray(geo.cu_router(s))
-    st_r = jnp.asarray(geo.stack_router(s))
+    ep_r = jnp.asarray(geo.hbm_endpoint_router(s))
     pt_r = jnp.asarray(geo.port_router(s))
+    r_rs, r_ds = ep_r[read_endpoint(s, t)], ep_r[dst_endpoint(s, t)]
     g, dg = jnp.asarray(t.src_gpu), jnp.asarray(t.dst_gpu)
     cu = jnp.asarray(t.cu)
     rs, ds, p = jnp.asarray(t.read_stack), jnp.asarray(t.dst_stack), jnp.asarray(t.port)
@@ -247,16 +272,16 @@ def flow_stages(s: System, t: Traffic) -> Stages:
     icol = lambda v: jnp.asarray(v, dtype=jnp.int32)[:, None]  # noqa: E731
 
     hbm_svc, port_svc = hbm_service_ns(s), port_service_ns(s)
-    req_lat = s.cu_to_noc_ns + head_latency_ns(s, cu_r[cu], st_r[rs])
+    req_lat = s.cu_to_noc_ns + head_latency_ns(s, cu_r[cu], r_rs)
     parts = [
         (icol(g * lay.per_gpu + lay.offset_cu + cu), issue_cycle_ns(s) * ones, col(req_lat)),       # issue
         (icol(g * lay.per_gpu + lay.offset_hbm + rs), hbm_svc * ones, s.hbm_latency_ns * ones),      # read
-        link_stages(s, g, st_r[rs], cu_r[cu], lay),                                                        # response
+        link_stages(s, g, r_rs, cu_r[cu], lay),                                                            # response
         (jnp.full((f, 1), -1, jnp.int32), 0.0 * ones, s.cu_to_noc_ns * ones),                        # store_issue
         link_stages(s, g, cu_r[cu], pt_r[p], lay),                                                         # store
         (icol(g * lay.per_gpu + lay.offset_egress + p), port_svc * ones, s.switch_latency_ns * ones),  # egress
         (icol(dg * lay.per_gpu + lay.offset_ingress + p), port_svc * ones, 0.0 * ones),              # ingress
-        link_stages(s, dg, pt_r[p], st_r[ds], lay),                                                        # deliver
+        link_stages(s, dg, pt_r[p], r_ds, lay),                                                            # deliver
         (icol(dg * lay.per_gpu + lay.offset_hbm + ds), hbm_svc * ones, s.hbm_latency_ns * ones),     # write
     ]
     res = jnp.concatenate([jnp.asarray(q[0], jnp.int32) for q in parts], axis=1)

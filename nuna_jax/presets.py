@@ -28,12 +28,15 @@ def table2_params() -> dict:
       6 bidirectional = 12 directed links -> 10e12 / 12 B/s = 833.3 B/ns per
       directed link.
     * HBM: 40 TB/s over 16 stacks = 2.5 TB/s = 2500 B/ns per stack.
+    * HBM channels: a stack's channels attach to all 3 routers of its 3-column
+      stretch of edge (24 columns / 8 stacks per edge): a stack's 2.5 TB/s
+      cannot leave through one 833 B/ns link (docs/model.md, "HBM channels").
     * I/O: 7.2 TB/s over 144 ports = 50 GB/s = 50 B/ns per port, per direction.
     * 25 PFLOPS bf16 = 25e6 FLOP/ns; 100 PFLOPS fp4 = 100e6 FLOP/ns.
     """
     return dict(
         name="table2", mesh_cols=24, mesh_rows=6, n_dies=4, cus_per_router=4,
-        n_hbm_stacks=16, n_io_ports=144, n_gpus=8, flit_bytes=256, page_bytes=4096,
+        n_hbm_stacks=16, hbm_routers_per_stack=3, n_io_ports=144, n_gpus=8, flit_bytes=256, page_bytes=4096,
         max_outstanding_per_cu=700,
         noc_clock_ghz=1.2, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
         link_bw_bytes_per_ns=10e3 / 12, hbm_bw_bytes_per_ns=40e3 / 16, hbm_latency_ns=150.0,
@@ -54,7 +57,7 @@ def _mono_params() -> dict:
     """
     return dict(
         name="mono", mesh_cols=8, mesh_rows=3, n_dies=1, cus_per_router=4,
-        n_hbm_stacks=8, n_io_ports=18, n_gpus=8, flit_bytes=256, page_bytes=4096,
+        n_hbm_stacks=8, hbm_routers_per_stack=2, n_io_ports=18, n_gpus=8, flit_bytes=256, page_bytes=4096,
         max_outstanding_per_cu=700,
         noc_clock_ghz=1.6, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
         link_bw_bytes_per_ns=512.0, hbm_bw_bytes_per_ns=3350.0 / 8, hbm_latency_ns=150.0,
@@ -71,7 +74,7 @@ def _quad_params() -> dict:
     a die-crossing penalty of 20 ns.  Illustrative only: not calibrated."""
     return dict(
         name="quad", mesh_cols=16, mesh_rows=4, n_dies=4, cus_per_router=4,
-        n_hbm_stacks=8, n_io_ports=16, n_gpus=8, flit_bytes=256, page_bytes=4096,
+        n_hbm_stacks=8, hbm_routers_per_stack=4, n_io_ports=16, n_gpus=8, flit_bytes=256, page_bytes=4096,
         max_outstanding_per_cu=700,
         noc_clock_ghz=2.1, hop_cycles=10.0, die_crossing_ns=20.0, cu_to_noc_ns=120.0,
         link_bw_bytes_per_ns=1024.0, hbm_bw_bytes_per_ns=5300.0 / 8, hbm_latency_ns=150.0,
@@ -92,7 +95,7 @@ def preset_names() -> list[str]:
 #: product overflows (checked before any model runs).
 FIELD_RANGES = {
     "mesh_cols": (2, 4096), "mesh_rows": (1, 4096), "n_dies": (1, 4096), "cus_per_router": (1, 4096),
-    "n_hbm_stacks": (2, 8192), "n_io_ports": (2, 1 << 16), "n_gpus": (1, 1 << 20),
+    "n_hbm_stacks": (2, 8192), "hbm_routers_per_stack": (1, 4096), "n_io_ports": (2, 1 << 16), "n_gpus": (1, 1 << 20),
     "flit_bytes": (1, 1 << 20), "page_bytes": (1, 1 << 30), "max_outstanding_per_cu": (1, 1 << 20),
     "noc_clock_ghz": (1e-3, 1e3), "hop_cycles": (1e-3, 1e6), "die_crossing_ns": (0.0, 1e9),
     "cu_to_noc_ns": (0.0, 1e9), "link_bw_bytes_per_ns": (1e-6, 1e9), "hbm_bw_bytes_per_ns": (1e-6, 1e9),
@@ -140,15 +143,28 @@ def _coerce(params: Mapping[str, Any]) -> dict:
     return out
 
 
+def _stretch_rule(params: dict, given: Mapping[str, Any]) -> dict:
+    """Unless ``hbm_routers_per_stack`` is given, attach each stack to every router of its
+    stretch of edge (the presets' rule, docs/model.md "HBM channels"), for the mesh and stack
+    count in ``params``."""
+    if "hbm_routers_per_stack" not in given:
+        try:
+            params["hbm_routers_per_stack"] = max(1, int(params["mesh_cols"]) // max(1, int(params["n_hbm_stacks"]) // 2))
+        except (TypeError, ValueError, OverflowError):
+            pass  # _coerce reports the bad mesh_cols / n_hbm_stacks
+    return params
+
+
 def from_params(**params) -> System:
     """Build and validate a System from plain keyword parameters.
 
-    Missing static fields are taken from the Table 2 preset.
+    Missing static fields are taken from the Table 2 preset; a missing
+    ``hbm_routers_per_stack`` is the full stretch of the given mesh.
     """
     base = table2_params()
     base["name"] = "custom"
     base.update(params)
-    return validate(System(**_coerce(base)))
+    return validate(System(**_coerce(_stretch_rule(base, params))))
 
 
 def preset(name: str = "table2", /, **overrides) -> System:
@@ -162,7 +178,7 @@ def preset(name: str = "table2", /, **overrides) -> System:
         raise ValueError(f"unknown system preset {name!r}; choose one of {', '.join(preset_names())}")
     params = _PRESETS[key]()
     params.update(overrides)
-    return validate(System(**_coerce(params)))
+    return validate(System(**_coerce(_stretch_rule(params, overrides))))
 
 
 def from_toml(path: str | Path) -> System:

@@ -44,6 +44,9 @@ class System:
     n_dies: compute dies; each owns ``mesh_cols / n_dies`` columns.
     cus_per_router: compute units attached to every router.
     n_hbm_stacks: HBM stacks, half on each long edge.
+    hbm_routers_per_stack: routers along its stretch of edge that each stack's
+        channels attach to (1 = one router at the stretch's centre; Table 2: 3,
+        every router of the stretch; docs/model.md "HBM channels").
     n_io_ports: scale-up I/O ports, half on each short edge.
     n_gpus: sockets in the scale-up pod (NUNA: "number of GPUs").
     flit_bytes: NoC / scale-up flit size in bytes (256 B, NUNA section 5.1).
@@ -71,6 +74,7 @@ class System:
     n_dies: int = _static()
     cus_per_router: int = _static()
     n_hbm_stacks: int = _static()
+    hbm_routers_per_stack: int = _static()
     n_io_ports: int = _static()
     n_gpus: int = _static()
     flit_bytes: int = _static()
@@ -143,6 +147,7 @@ class System:
             "n_cus": self.n_cus,
             "cus_per_router": self.cus_per_router,
             "n_hbm_stacks": self.n_hbm_stacks,
+            "hbm_routers_per_stack": self.hbm_routers_per_stack,
             "n_io_ports": self.n_io_ports,
             "n_gpus": self.n_gpus,
             "flit_bytes": self.flit_bytes,
@@ -168,7 +173,7 @@ class System:
 # validation
 # ---------------------------------------------------------------------------
 _POSITIVE_INT = (
-    "mesh_cols", "mesh_rows", "n_dies", "cus_per_router", "n_hbm_stacks",
+    "mesh_cols", "mesh_rows", "n_dies", "cus_per_router", "n_hbm_stacks", "hbm_routers_per_stack",
     "n_io_ports", "flit_bytes", "page_bytes", "max_outstanding_per_cu",
 )
 _POSITIVE_FLOAT = (
@@ -199,6 +204,12 @@ def validate(s: System) -> System:
         raise ValueError(
             f"System.n_hbm_stacks={s.n_hbm_stacks}: {s.n_hbm_stacks // 2} stacks per long edge "
             f"do not fit on an edge of mesh_cols={s.mesh_cols} routers")
+    stretch = s.mesh_cols // (s.n_hbm_stacks // 2)
+    if s.hbm_routers_per_stack > stretch:
+        raise ValueError(
+            f"System.hbm_routers_per_stack={s.hbm_routers_per_stack} exceeds the {stretch} router(s) along "
+            f"each stack's stretch of edge (mesh_cols={s.mesh_cols}, {s.n_hbm_stacks // 2} stacks per edge); "
+            f"choose 1 .. {stretch}")
     if s.n_io_ports % 2:
         raise ValueError(f"System.n_io_ports must be even (half on each short edge), got {s.n_io_ports}")
     per_edge = s.n_io_ports // 2

@@ -6,10 +6,14 @@ same threadblock in the same step:
 
     src_gpu, cu        the issuing threadblock's GPU and CU (CU id within GPU)
     read_stack         local HBM stack the data is read from (on src_gpu)
+    read_channel       the stack's channel (0 .. hbm_routers_per_stack-1), which
+                       fixes the router the read leaves from (geometry,
+                       "HBM channels")
     port               egress I/O port ordinal on src_gpu; the flit crosses
                        switch plane ``port`` and enters dst_gpu on the ingress
                        port of the same ordinal (rail-optimized Clos)
     dst_gpu, dst_stack destination GPU and the HBM stack written there
+    dst_channel        the destination stack's channel (router the write enters)
     flits              number of flits (float: integer-valued for hard traffic,
                        expected counts for soft traffic from a relaxed
                        placement)
@@ -42,9 +46,10 @@ from flax import struct
 
 __all__ = ["Traffic", "make_traffic", "validate", "FIELDS"]
 
-FIELDS = ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack",
+FIELDS = ("src_gpu", "cu", "read_stack", "read_channel", "port", "dst_gpu", "dst_stack", "dst_channel",
           "flits", "bytes", "tb", "step", "phase", "weight")
-_INT_FIELDS = ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "tb", "step", "phase")
+_INT_FIELDS = ("src_gpu", "cu", "read_stack", "read_channel", "port", "dst_gpu", "dst_stack", "dst_channel",
+               "tb", "step", "phase")
 
 
 @struct.dataclass
@@ -54,9 +59,11 @@ class Traffic:
     src_gpu: Any
     cu: Any
     read_stack: Any
+    read_channel: Any
     port: Any
     dst_gpu: Any
     dst_stack: Any
+    dst_channel: Any
     flits: Any
     bytes: Any
     tb: Any
@@ -90,8 +97,8 @@ class Traffic:
 def make_traffic(system, **cols) -> Traffic:
     """Build a validated ``Traffic`` from column arrays (numpy, concrete).
 
-    Defaults: ``bytes = flits * flit_bytes``, ``tb = 0``, ``step = 0``,
-    ``phase = 0``, ``weight = 1``.  Raises ``ValueError`` naming the bad column.
+    Defaults: ``bytes = flits * flit_bytes``, ``read_channel = dst_channel = 0``,
+    ``tb = 0``, ``step = 0``, ``phase = 0``, ``weight = 1``.  Raises ``ValueError`` naming the bad column.
     """
     missing = [k for k in ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack", "flits")
                if k not in cols]
@@ -126,6 +133,7 @@ def validate(system, t: Traffic) -> Traffic:
         "src_gpu": system.n_gpus, "dst_gpu": system.n_gpus, "cu": system.n_cus,
         "read_stack": system.n_hbm_stacks, "dst_stack": system.n_hbm_stacks,
         "port": system.n_io_ports,
+        "read_channel": system.hbm_routers_per_stack, "dst_channel": system.hbm_routers_per_stack,
     }
     for k, hi in lim.items():
         v = np.asarray(getattr(t, k))

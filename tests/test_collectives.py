@@ -98,10 +98,11 @@ def test_alpha_terms_are_separable_parts_of_the_path():
     read, to_port, deliver = C.transfer_latency_terms(S)
     rng = np.random.default_rng(1)
     n = 50
-    cu, rs = rng.integers(0, S.n_cus, n), rng.integers(0, 16, n)
-    pt, ds = rng.integers(0, 144, n), rng.integers(0, 16, n)
-    t = make_traffic(S, src_gpu=np.zeros(n, int), cu=cu, read_stack=rs, port=pt,
-                     dst_gpu=np.ones(n, int), dst_stack=ds, flits=np.ones(n))
+    k = S.hbm_routers_per_stack
+    cu, rs = rng.integers(0, S.n_cus, n), rng.integers(0, 16 * k, n)   # rs, ds: stack * k + channel
+    pt, ds = rng.integers(0, 144, n), rng.integers(0, 16 * k, n)
+    t = make_traffic(S, src_gpu=np.zeros(n, int), cu=cu, read_stack=rs // k, read_channel=rs % k, port=pt,
+                     dst_gpu=np.ones(n, int), dst_stack=ds // k, dst_channel=ds % k, flits=np.ones(n))
     full = np.asarray(zero_load_latency_ns(S, t))
     router = cu // S.cus_per_router
     parts = np.asarray(read)[router, rs] + np.asarray(to_port)[router, pt] + np.asarray(deliver)[pt, ds]

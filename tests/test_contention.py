@@ -25,7 +25,9 @@ L0 = (CYC + 120 + HOP + HBM + 150 + (LINK + HOP) + 120 + PORT + 500 + PORT
 
 
 def one(flits=1, **kw):
-    cols = dict(src_gpu=[0], cu=[0], read_stack=[0], port=[0], dst_gpu=[3], dst_stack=[15], flits=[flits])
+    # channel 1 of each stack: the centre router of its stretch, where L0's hand calculation puts it
+    cols = dict(src_gpu=[0], cu=[0], read_stack=[0], read_channel=[1], port=[0], dst_gpu=[3], dst_stack=[15],
+                dst_channel=[1], flits=[flits])
     cols.update({k: [v] for k, v in kw.items()})
     return K.pad_flows(make_traffic(S, **cols), 512)   # zero-flit padding: one shape for all tests
 
@@ -235,7 +237,8 @@ def test_traced_phase_needs_n_phases():
 
 def test_zero_flit_flows_are_ignored():
     t = K.pad_flows(make_traffic(S, src_gpu=[0, 0], cu=[0, 575], read_stack=[0, 15], port=[0, 143],
-                                 dst_gpu=[3, 3], dst_stack=[15, 8], flits=[1, 0]), 512)
+                                 dst_gpu=[3, 3], dst_stack=[15, 8], flits=[1, 0],
+                                 read_channel=[1, 1], dst_channel=[1, 1]), 512)
     assert float(K.lower_bound_ns(S, t)) == pytest.approx(L0, rel=1e-5)
     assert float(K.estimate_ns(S, t)) == pytest.approx(L0, rel=1e-5)
     assert isinstance(t, Traffic)
@@ -279,3 +282,25 @@ def test_fast_runs_engine_equals_stage_table_engine(name):
         assert np.array_equal(np.abs(x) > 1e29, np.abs(y) > 1e29), f
         ok = np.abs(x) < 1e29
         np.testing.assert_allclose(y[ok], x[ok], rtol=1e-5, atol=1e-2)
+
+
+def test_window_estimate_counts_the_first_windows_issue_time():
+    """One CU, W = 12, 24 single-flit flows on the 12 ports of one edge router (equal latency L,
+    two flits per port): the second window's flit k issues when flit k returns, at k t + L, so the
+    last is delivered at 2 L + (W - 1) t (hand calculation; t = one NoC cycle, every other stage
+    serves a flit in less than t).  The estimate's window term, Lmax + (B_c - Lbar) + W t =
+    2 L + (W - 2) t, lies within one cycle of it; without the W t term it would miss by (W - 1) t."""
+    from nuna_jax import sim
+    s = preset("table2", n_gpus=2, max_outstanding_per_cu=12)
+    n = 24
+    ports = np.arange(n) % 12                                    # ports 0..11: the same west-edge router
+    t = make_traffic(s, src_gpu=np.zeros(n, int), cu=np.full(n, 0), read_stack=np.zeros(n, int), port=ports,
+                     dst_gpu=np.ones(n, int), dst_stack=np.zeros(n, int), flits=np.ones(n))
+    L = np.asarray(K.flow_latency_ns(s, t), dtype=np.float64)
+    assert np.ptp(L) < 1e-3                                      # one latency for every flow
+    cyc = 1.0 / 1.2
+    want = 2 * L[0] + 11 * cyc
+    assert sim.simulate(s, t).completion_ns == pytest.approx(want, abs=2e-3 * 24)   # ps rounding
+    est = float(K.estimate_ns(s, t))
+    assert abs(est - want) <= cyc * 1.001
+    assert est == pytest.approx(2 * L[0] + 10 * cyc, rel=1e-5)

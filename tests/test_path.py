@@ -18,8 +18,9 @@ CYC = 1 / 1.2
 
 
 def test_zero_load_latency_by_hand():
-    # CU 0 on router (0,0); read stack 0 on (1,0); port 0 on (0,0); dst stack 15 on (22,5)
-    t = make_traffic(S, src_gpu=[0], cu=[0], read_stack=[0], port=[0], dst_gpu=[3], dst_stack=[15], flits=[1])
+    # CU 0 on router (0,0); read stack 0 channel 1 on (1,0); port 0 on (0,0); dst stack 15 channel 1 on (22,5)
+    t = make_traffic(S, src_gpu=[0], cu=[0], read_stack=[0], read_channel=[1], port=[0], dst_gpu=[3],
+                     dst_stack=[15], dst_channel=[1], flits=[1])
     hand = (CYC + 120 + 1 * HOP          # issue + request to the stack (1 hop)
             + HBM + 150                   # HBM read
             + 1 * (LINK + HOP)            # response, 1 hop
@@ -33,7 +34,8 @@ def test_zero_load_latency_by_hand():
 
 def test_stage_resources_are_per_gpu_and_in_range():
     t = make_traffic(S, src_gpu=[0, 7], cu=[575, 1], read_stack=[15, 3], port=[143, 70],
-                     dst_gpu=[7, 0], dst_stack=[8, 2], flits=[2, 5])
+                     dst_gpu=[7, 0], dst_stack=[8, 2], flits=[2, 5],
+                     read_channel=[1, 1], dst_channel=[1, 1])   # channel 1: the stretch's centre router
     st = flow_stages(S, t)
     lay = resource_layout(S)
     assert st.resource.shape == (2, n_stages(S))

@@ -29,7 +29,8 @@ def _tiny(**kw):
     p = dict(mesh_cols=2, mesh_rows=1, n_dies=1, cus_per_router=2, n_hbm_stacks=2, n_io_ports=2,
              n_gpus=2, noc_clock_ghz=1.0, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=100.0,
              link_bw_bytes_per_ns=256.0, hbm_bw_bytes_per_ns=128.0, hbm_latency_ns=50.0,
-             port_bw_bytes_per_ns=64.0, switch_latency_ns=500.0, max_outstanding_per_cu=700)
+             port_bw_bytes_per_ns=64.0, switch_latency_ns=500.0, max_outstanding_per_cu=700,
+             hbm_routers_per_stack=1)   # the hand calculations put each stack on one router, column 1
     p.update(kw)
     return from_params(**p)
 

@@ -13,7 +13,9 @@ from nuna_jax.traffic import Traffic, FIELDS, make_traffic
 
 
 def reference_rows(s, plan, pl):
-    """Walk every flit: (tb, step, port, read stack, dst stack) -> [flits, bytes]."""
+    """Walk every flit: (tb, step, port, read stack, read channel, dst stack, dst channel) -> [flits, bytes].
+    A flit at byte address a of a stack uses channel (a // 256) mod hbm_routers_per_stack."""
+    K = s.hbm_routers_per_stack
     out = defaultdict(lambda: [0, 0])
     base = plan.buffer_base(s.page_bytes)
     for r in range(plan.n_steps):
@@ -30,7 +32,8 @@ def reference_rows(s, plan, pl):
             port = int(ports[((D + 256 * k) // 256) % len(ports)])
             rs = int(pl.page_stack[plan.src_gpu[r], (S + 256 * k) // 4096])
             ds = int(pl.page_stack[plan.dst_gpu[r], (D + 256 * k) // 4096])
-            e = out[(tb, int(plan.step_idx[r]), port, rs, ds)]
+            rc, dc = ((S + 256 * k) // 256) % K, ((D + 256 * k) // 256) % K
+            e = out[(tb, int(plan.step_idx[r]), port, rs, int(rc), ds, int(dc))]
             e[0] += 1
             e[1] += min(256, nb - 256 * k)
     return dict(out)
@@ -39,23 +42,24 @@ def reference_rows(s, plan, pl):
 def table_rows(t):
     out = {}
     for i in range(t.n_flows):
-        key = (int(t.tb[i]), int(t.step[i]), int(t.port[i]), int(t.read_stack[i]), int(t.dst_stack[i]))
+        key = (int(t.tb[i]), int(t.step[i]), int(t.port[i]), int(t.read_stack[i]), int(t.read_channel[i]),
+               int(t.dst_stack[i]), int(t.dst_channel[i]))
         assert key not in out, "duplicate row"
         out[key] = [t.flits[i], t.bytes[i]]
     return out
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("coll,n,size,tbs,alg", [
-    ("allgather", 4, 4 * 3 * 4096 + 4 * 70, 5, "direct"),   # unaligned, sub-flit tails
-    ("allreduce", 3, 3 * 10000, 2, "ring"),
-    ("alltoall", 5, 5 * 2 * 9000, 3, "direct"),
+@pytest.mark.parametrize("coll,n,size,tbs,alg,g", [
+    ("allgather", 4, 4 * 3 * 4096 + 4 * 70, 5, "direct", 3),   # unaligned, sub-flit tails
+    ("allreduce", 3, 3 * 10000, 2, "ring", 3),
+    ("alltoall", 5, 5 * 2 * 9000, 3, "direct", 5),   # 29/28-port domains: lcm(m, 3 channels) > m
 ])
 @pytest.mark.parametrize("domain_by", NAR_DOMAIN_BY)
-def test_matches_per_flit_reference(policy, coll, n, size, tbs, alg, domain_by):
+def test_matches_per_flit_reference(policy, coll, n, size, tbs, alg, g, domain_by):
     s = preset("table2", n_gpus=n)
     plan = make_plan(coll, n, size, tbs_per_gpu=tbs, algorithm=alg)
-    pl = place(s, plan, policy, PolicyOptions(nar_domain_by=domain_by), nar_granularity=3)
+    pl = place(s, plan, policy, PolicyOptions(nar_domain_by=domain_by), nar_granularity=g)
     t = build_traffic(s, plan, pl)
     assert table_rows(t) == reference_rows(s, plan, pl)
     # columns that the reference keys do not cover
@@ -89,7 +93,7 @@ def test_large_size_is_closed_form():
 
 
 def test_traffic_fields_unchanged():
-    assert FIELDS == ("src_gpu", "cu", "read_stack", "port", "dst_gpu", "dst_stack",
+    assert FIELDS == ("src_gpu", "cu", "read_stack", "read_channel", "port", "dst_gpu", "dst_stack", "dst_channel",
                       "flits", "bytes", "tb", "step", "phase", "weight")
     assert Traffic.__dataclass_fields__.keys() >= set(FIELDS)
 

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..path import path_tables
+from ..path import path_tables, stack_mean
 from ..system import System
 
 __all__ = [
@@ -169,21 +169,23 @@ def cost_ns(collective, algorithm, p, n_bytes, alpha_ns, beta_ns_per_byte, gamma
 # ---------------------------------------------------------------------------
 def transfer_latency_terms(s: System):
     """The zero-load transfer latency split into its three separable parts, ns:
-    ``(read[router, stack], to_port[router, port], deliver[port, stack])`` from
+    ``(read[router, endpoint], to_port[router, port], deliver[port, endpoint])`` from
     :func:`nuna_jax.path.path_tables` (the switch crossing is counted in
-    ``to_port``); a transfer on (CU router r, read stack, port, destination stack)
-    takes ``read[r, rs] + to_port[r, p] + deliver[p, ds]``."""
+    ``to_port``; an endpoint is a stack channel); a transfer on (CU router r, read
+    endpoint, port, destination endpoint) takes ``read[r, rs] + to_port[r, p] + deliver[p, ds]``."""
     tab = path_tables(s)
     return tab.read_ns, tab.to_port_ns + tab.switch_ns, tab.deliver_ns
 
 
 def alpha_ns(s: System, stat: str = "mean"):
     """Zero-load latency of one transfer (read + remote store), ns, over all
-    (CU, read stack, port, destination stack): ``mean`` (uniform, the UA
+    (CU, read stack, port, destination stack), a stack's latency the mean over its channels
+    (:func:`nuna_jax.path.stack_mean`): ``mean`` (uniform, the UA
     baseline's expectation), ``best`` (min) or ``worst`` (max)."""
     if stat not in STATS:
         raise ValueError(f"stat must be one of {', '.join(STATS)}, got {stat!r}")
     read, to_port, deliver = transfer_latency_terms(s)
+    read, deliver = stack_mean(s, read), stack_mean(s, deliver)   # a transfer spans a stack's channels
     if stat == "mean":
         return jnp.mean(read) + jnp.mean(to_port) + jnp.mean(deliver)
     red = jnp.min if stat == "best" else jnp.max

@@ -4,7 +4,9 @@ NUNA section 1 states, for the Table 2 socket, that worst and average NoC
 latencies are 3x and 2x the best, and that uncontended GPU-to-GPU transfers
 are 1.8x and 1.45x slower than the best case.  :func:`nuna_spread` computes
 ours under the definitions of docs/model.md ("NoC latency figures"), over
-every combination of endpoints (CU, port, stack), at zero load.
+every combination of endpoints (CU, port, stack), at zero load.  A transfer's
+data is interleaved over its stacks' channels (docs/model.md, "HBM
+channels"), so a stack's latency is the mean over its channel routers.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..geometry import cu_router, port_router, stack_router
-from ..path import head_latency_ns, path_tables
+from ..geometry import cu_router, hbm_endpoint_router, port_router
+from ..path import head_latency_ns, path_tables, stack_mean
 from ..system import System
 
 PAPER_RATIOS = {
@@ -42,14 +44,15 @@ def nuna_spread(s: System) -> dict:
     """
     cu = jnp.asarray(np.unique(cu_router(s)))
     pt = jnp.asarray(port_router(s))
-    st = jnp.asarray(stack_router(s))
+    st = jnp.asarray(hbm_endpoint_router(s))
+    per_stack = lambda a: stack_mean(s, a)  # noqa: E731
     cu_to_port = s.cu_to_noc_ns + head_latency_ns(s, cu[:, None], pt[None, :])
-    port_to_stack = head_latency_ns(s, pt[:, None], st[None, :])
+    port_to_stack = per_stack(head_latency_ns(s, pt[:, None], st[None, :]))
     tab = path_tables(s)
     # store: [cu router, port, dst stack] = store issue + store leg + switch + delivery
-    store = (s.cu_to_noc_ns + tab.to_port_ns[cu][:, :, None] + tab.switch_ns + tab.deliver_ns[None, :, :])
+    store = (s.cu_to_noc_ns + tab.to_port_ns[cu][:, :, None] + tab.switch_ns + per_stack(tab.deliver_ns)[None, :, :])
     # read: [cu router, local stack] = issue cycle + request + HBM + response
-    read = tab.read_ns[cu] - s.cu_to_noc_ns
+    read = per_stack(tab.read_ns[cu]) - s.cu_to_noc_ns
     # transfer = read + store, over [cu, local stack, port, dst stack]
     transfer = read[:, :, None, None] + store[:, None, :, :]
 

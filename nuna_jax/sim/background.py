@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import path
-from ..geometry import cu_router, max_hops, router_die, stack_router
+from ..geometry import cu_router, hbm_endpoint, hbm_endpoint_router, max_hops, router_die
 from ..system import System
 
 __all__ = ["Background", "make_background", "background_stages", "gemm_background"]
@@ -35,7 +35,8 @@ READ, WRITE = 0, 1
 
 class Background(NamedTuple):
     """On-chip flows, numpy columns ``[B]``: gpu, cu, stack, kind (0 read, 1 write),
-    flits, tb (threadblock id, unique per CU), step (issue order inside the tb)."""
+    flits, tb (threadblock id, unique per CU), step (issue order inside the tb), channel
+    (the stack's channel, 0 .. hbm_routers_per_stack-1: which of its routers)."""
 
     gpu: Any
     cu: Any
@@ -44,6 +45,7 @@ class Background(NamedTuple):
     flits: Any
     tb: Any
     step: Any
+    channel: Any = 0
 
     @property
     def n_flows(self) -> int:
@@ -55,13 +57,14 @@ class Background(NamedTuple):
 
 
 def make_background(system: System, **cols) -> Background:
-    """Validated :class:`Background` from columns (``tb``/``step`` default 0)."""
+    """Validated :class:`Background` from columns (``tb``/``step``/``channel`` default 0)."""
     n = np.shape(cols["flits"])[0]
     out = {}
     for k in Background._fields:
         v = np.asarray(cols.get(k, 0))
         out[k] = np.broadcast_to(v, (n,)).astype(np.int64).copy()
-    lim = {"gpu": system.n_gpus, "cu": system.n_cus, "stack": system.n_hbm_stacks, "kind": 2}
+    lim = {"gpu": system.n_gpus, "cu": system.n_cus, "stack": system.n_hbm_stacks, "kind": 2,
+           "channel": system.hbm_routers_per_stack}
     for k, hi in lim.items():
         v = out[k]
         if v.size and (v.min() < 0 or v.max() >= hi):
@@ -76,7 +79,8 @@ def background_stages(system: System, bg: Background):
     """(resource, service_ns, latency_ns), each ``[B, max_hops + 3]`` (padding = -1, 0, 0)."""
     lay = path.resource_layout(system)
     cu_r = jnp.asarray(cu_router(system))[jnp.asarray(bg.cu)]
-    st_r = jnp.asarray(stack_router(system))[jnp.asarray(bg.stack)]
+    st_r = jnp.asarray(hbm_endpoint_router(system))[hbm_endpoint(system, jnp.asarray(bg.stack),
+                                                                  jnp.asarray(bg.channel))]
     g = jnp.asarray(bg.gpu)
     is_read = jnp.asarray(bg.kind) == READ
     b = g.shape[0]
@@ -115,8 +119,8 @@ def gemm_background(system: System, *, gemm_bytes: int, n_tiles: int = 100, avoi
     0.4 M^2 vs 0.02 M^2 bytes, about 95 % reads).  Tiles are placed
     round-robin over the compute dies, skipping CUs in ``avoid_cus`` (global
     per-GPU CU ids used by the collective); pages are spread round-robin over
-    the HBM stacks (flit ``j`` of a tile's reads comes from stack ``j mod n``),
-    the UA memory placement.  Each tile first issues its reads (step 0), then
+    the HBM stacks (flit ``j`` of a tile's reads comes from stack ``j mod n``, channel
+    ``(j // n) mod k``), the UA memory placement.  Each tile first issues its reads (step 0), then
     its writes (step 1); its compute is not modelled as a delay.
     """
     if gemm_bytes < 0 or n_tiles < 1:
@@ -143,18 +147,18 @@ def gemm_background(system: System, *, gemm_bytes: int, n_tiles: int = 100, avoi
     wr = per_tile_flits - rd
     gpus = range(system.n_gpus) if gpus is None else gpus
     cols = {k: [] for k in Background._fields}
-    n_st = system.n_hbm_stacks
+    n_st, n_ch = system.n_hbm_stacks, system.hbm_routers_per_stack
     for g in gpus:
         for i, c in enumerate(tiles_cu):
             for kind, nfl, step in ((READ, rd, 0), (WRITE, wr, 1)):
                 if nfl == 0:
                     continue
-                per_stack = np.bincount((np.arange(nfl) + i) % n_st, minlength=n_st)
-                for s in range(n_st):
-                    if per_stack[s]:
-                        for key, v in (("gpu", g), ("cu", c), ("stack", s), ("kind", kind),
-                                       ("flits", per_stack[s]), ("tb", 1_000_000 + i), ("step", step)):
-                            cols[key].append(v)
+                j = np.arange(nfl) + i
+                per_ep = np.bincount((j % n_st) * n_ch + (j // n_st) % n_ch, minlength=n_st * n_ch)
+                for e in np.flatnonzero(per_ep):
+                    for key, v in (("gpu", g), ("cu", c), ("stack", e // n_ch), ("channel", e % n_ch),
+                                   ("kind", kind), ("flits", per_ep[e]), ("tb", 1_000_000 + i), ("step", step)):
+                        cols[key].append(v)
     if not cols["flits"]:
         return make_background(system, **{k: np.zeros(0, np.int64) for k in Background._fields})
     return make_background(system, **{k: np.asarray(v) for k, v in cols.items()})

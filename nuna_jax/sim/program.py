@@ -245,9 +245,13 @@ def _segments_of_traffic(system: System, t: Traffic):
     """
     sl = path.stage_slices(system)
     lay = path.resource_layout(system)
-    ns, npt = system.n_hbm_stacks, system.n_io_ports
-    cu, rs = np.asarray(t.cu, np.int64), np.asarray(t.read_stack, np.int64)
-    pt, ds = np.asarray(t.port, np.int64), np.asarray(t.dst_stack, np.int64)
+    # stacks enter as endpoints (stack channel: its router), e = stack * k + channel
+    k = system.hbm_routers_per_stack
+    ns, npt = system.n_hbm_stacks * k, system.n_io_ports
+    cu = np.asarray(t.cu, np.int64)
+    rs = np.asarray(t.read_stack, np.int64) * k + np.asarray(t.read_channel, np.int64)
+    pt = np.asarray(t.port, np.int64)
+    ds = np.asarray(t.dst_stack, np.int64) * k + np.asarray(t.dst_channel, np.int64)
     ua, inv_a = np.unique(cu * ns + rs, return_inverse=True)
     ub, inv_b = np.unique(cu * npt + pt, return_inverse=True)
     uc, inv_c = np.unique(pt, return_inverse=True)
@@ -255,9 +259,11 @@ def _segments_of_traffic(system: System, t: Traffic):
     # one table of representative flows: the A keys, then B, then C (= D), then E
     z = lambda u: np.zeros(u.shape[0], np.int64)  # noqa: E731
     cols = {"cu": np.concatenate([ua // ns, ub // npt, z(uc), z(ue)]),
-            "read_stack": np.concatenate([ua % ns, z(ub), z(uc), z(ue)]),
+            "read_stack": np.concatenate([ua % ns // k, z(ub), z(uc), z(ue)]),
+            "read_channel": np.concatenate([ua % ns % k, z(ub), z(uc), z(ue)]),
             "port": np.concatenate([z(ua), ub % npt, uc, ue // ns]),
-            "dst_stack": np.concatenate([z(ua), z(ub), z(uc), ue % ns])}
+            "dst_stack": np.concatenate([z(ua), z(ub), z(uc), ue % ns // k]),
+            "dst_channel": np.concatenate([z(ua), z(ub), z(uc), ue % ns % k])}
     res_all, svc_all, lat_all = _stage_rows(system, cols)
     r0 = np.cumsum([0, ua.shape[0], ub.shape[0], uc.shape[0], ue.shape[0]])
     blocks = []
@@ -292,12 +298,14 @@ def _background_part(system: System, background, traffic_issuers, lay):
     if clash:
         raise ValueError(f"background flows share CU(s) with the traffic (global CU ids {clash[:5]}...); "
                          "put background threadblocks on CUs the collective does not use")
-    key = (np.asarray(background.kind, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)) \
-        * system.n_hbm_stacks + np.asarray(background.stack, np.int64)
+    n_ch = system.hbm_routers_per_stack
+    n_ep = system.n_hbm_stacks * n_ch
+    ep = np.asarray(background.stack, np.int64) * n_ch + np.asarray(background.channel, np.int64)
+    key = (np.asarray(background.kind, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)) * n_ep + ep
     u, bg_inv = np.unique(key, return_inverse=True)
     z = np.zeros(u.shape[0], np.int64)
-    rep = Background(gpu=z, cu=(u // system.n_hbm_stacks) % system.n_cus, stack=u % system.n_hbm_stacks,
-                     kind=u // (system.n_hbm_stacks * system.n_cus), flits=z + 1, tb=z, step=z)
+    rep = Background(gpu=z, cu=(u // n_ep) % system.n_cus, stack=u % n_ep // n_ch, channel=u % n_ch,
+                     kind=u // (n_ep * system.n_cus), flits=z + 1, tb=z, step=z)
     bres, bsvc, blat = (np.asarray(a) for a in background_stages(system, rep))
     cols = (bflits, biss, np.full(bflits.shape, -1, np.int64), np.asarray(background.tb, np.int64),
             np.asarray(background.step, np.int64))

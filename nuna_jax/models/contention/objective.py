@@ -43,10 +43,12 @@ def segment_lmax(tb: Tables):
 
 
 def excess(tb: Tables):
-    """Backlog beyond one flit: ``(B_r - svc_r)^+`` per resource, ``(B_cu - Lbar_cu)^+`` per CU window."""
+    """Backlog beyond one flit: ``(B_r - svc_r)^+`` per resource; per CU window
+    ``(B_cu - Lbar_cu)^+`` plus, where the CU's flits exceed its window ``W``, the first
+    window's issue time ``W * svc_issue`` (docs/analytical.md 2.3)."""
     ex_r = jnp.maximum(tb.busy - tb.svc_r[None, :], 0.0)
     lbar = tb.wlat / jnp.where(tb.wflits > 0, tb.wflits, 1.0)
-    return ex_r, jnp.maximum(tb.wbusy - lbar, 0.0)
+    return ex_r, jnp.maximum(tb.wbusy - lbar, 0.0) + tb.wfill
 
 
 def estimate_phases(tb: Tables):

@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from ... import geometry as geo
-from ...path import hbm_service_ns, issue_cycle_ns, link_hop_ns, path_tables, port_service_ns, resource_layout
+from ...path import (dst_endpoint, hbm_service_ns, issue_cycle_ns, link_hop_ns, path_tables, port_service_ns,
+                     read_endpoint, resource_layout)
 from ...system import System
 from ...traffic import Traffic
 from .intervals import grid_shape, links_to_resources, place, range_ext, range_sum
@@ -25,17 +26,17 @@ from .tables import BIG, Tables, active, assemble, load, phase_of
 
 
 def _endpoints(s: System, t: Traffic):
-    """(x, y, die) of every flow's CU, read stack, port and destination stack routers, from small
-    constant tables (XLA recomputes gathers from them cheaply wherever it fuses)."""
+    """(x, y, die) of every flow's CU, read endpoint, port and destination endpoint routers, from
+    small constant tables (XLA recomputes gathers from them cheaply wherever it fuses)."""
     def xy_die(routers):
         x, y = geo.router_xy(s, routers)
         return (jnp.asarray(x, jnp.int32), jnp.asarray(y, jnp.int32),
                 jnp.asarray(geo.router_die(s, routers), jnp.int32))
     cux, cuy, cud = xy_die(geo.cu_router(s))
-    stx, sty, std = xy_die(geo.stack_router(s))
+    stx, sty, std = xy_die(geo.hbm_endpoint_router(s))
     ptx, pty, ptd = xy_die(geo.port_router(s))
-    cu, rs = jnp.asarray(t.cu, jnp.int32), jnp.asarray(t.read_stack, jnp.int32)
-    pt, ds = jnp.asarray(t.port, jnp.int32), jnp.asarray(t.dst_stack, jnp.int32)
+    cu, rs = jnp.asarray(t.cu, jnp.int32), read_endpoint(s, t)
+    pt, ds = jnp.asarray(t.port, jnp.int32), dst_endpoint(s, t)
     return dict(cu=(cux[cu], cuy[cu], cud[cu]), rs=(stx[rs], sty[rs], std[rs]),
                 pt=(ptx[pt], pty[pt], ptd[pt]), ds=(stx[ds], sty[ds], std[ds]))
 
@@ -46,7 +47,7 @@ def flow_times(s: System, t: Traffic) -> dict:
     port), ``p_i`` (ingress port), ``p_c`` (delivery leg starts), ``p_w`` (HBM write), ``L`` (done)."""
     tab = path_tables(s)
     cr = jnp.asarray(geo.cu_router(s))[jnp.asarray(t.cu, jnp.int32)]
-    rs, pt, ds = (jnp.asarray(v, jnp.int32) for v in (t.read_stack, t.port, t.dst_stack))
+    rs, pt, ds = read_endpoint(s, t), jnp.asarray(t.port, jnp.int32), dst_endpoint(s, t)
     hbm = hbm_service_ns(s) + s.hbm_latency_ns
     p_read = tab.request_ns[cr, rs]
     p_b = tab.read_ns[cr, rs]

@@ -36,6 +36,7 @@ class Tables(NamedTuple):
     wbusy: Any        # [P, NC] window busy = sum load * (L - svc_issue) / W
     wflits: Any       # [P, NC] sum load
     wlat: Any         # [P, NC] sum load * L
+    wfill: Any        # [P, NC] W * svc_issue where the CU's flits exceed its window W, else 0
     n_phases: int
     n_res: int
     n_cu: int
@@ -139,7 +140,8 @@ def chunked(t: Traffic, chunk: int):
 # assembling the tables
 # ---------------------------------------------------------------------------
 def window_terms(s: System, t: Traffic, L, P: int):
-    """(wseg, wbusy, wflits, wlat) of the CU outstanding-request window (Little's law)."""
+    """(wseg, wbusy, wflits, wlat, wfill) of the CU outstanding-request window (Little's law;
+    ``wfill``: the first window's issue time, docs/analytical.md 2.3)."""
     NC = s.n_gpus * s.n_cus
     ld = load(t)
     wseg = phase_of(t, P) * NC + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus + jnp.asarray(t.cu, jnp.int32)
@@ -147,12 +149,14 @@ def window_terms(s: System, t: Traffic, L, P: int):
     wbusy = jax.ops.segment_sum(ld * hold, wseg, num_segments=P * NC).reshape(P, NC) / s.max_outstanding_per_cu
     wflits = jax.ops.segment_sum(ld, wseg, num_segments=P * NC).reshape(P, NC)
     wlat = jax.ops.segment_sum(ld * L, wseg, num_segments=P * NC).reshape(P, NC)
-    return wseg, wbusy, wflits, wlat
+    W = s.max_outstanding_per_cu
+    wfill = jnp.where(wflits > W, W * issue_cycle_ns(s), 0.0)
+    return wseg, wbusy, wflits, wlat, wfill
 
 
 def assemble(s: System, t: Traffic, P: int, L, busy, a, m, lr) -> Tables:
     """Tables from an engine's per-resource arrays (each ``[P, R]``) and flow latencies."""
-    wseg, wbusy, wflits, wlat = window_terms(s, t, L, P)
+    wseg, wbusy, wflits, wlat, wfill = window_terms(s, t, L, P)
     R = resource_layout(s).n_resources
     return Tables(L, load(t), phase_of(t, P), wseg, busy, a, m, lr, resource_service_ns(s),
-                  wbusy, wflits, wlat, P, R, s.n_gpus * s.n_cus)
+                  wbusy, wflits, wlat, wfill, P, R, s.n_gpus * s.n_cus)
