@@ -141,7 +141,8 @@ def main():
     for sat, cs in d["sat_sweep"].items():
         print(f"  tma_sat_sms = {sat:>5}: best c over N = {cs}")
     r = d["pk_65536"]
-    print(f"  N = 65536: ours {r['total_ms_at_ours']:.1f} ms at c = {r['c_ours']}, {r['total_ms_at_40']:.1f} ms at c = 40 "
+    print(f"  N = 65536: ours {r['total_ms_at_ours']:.1f} ms at c = {r['c_ours']}, "
+          f"{r['total_ms_at_40']:.1f} ms at c = 40 "
           f"(+{100 * (r['total_ms_at_40'] / r['total_ms_at_ours'] - 1):.0f}%); c = 40 is best only if the GEMM on "
           f"{r['compute_sms_at_40']} SMs is as fast as on {r['compute_sms_at_ours']}")
     out = ROOT / "results" / "pk"
