@@ -8,6 +8,10 @@
    N = 8192, ~40 at N = 65536), by integer search and by gradient descent.
 The inter-SM split is the model's best (PK tunes it at run time).  Also the
 same kernels on the NUNA Table-2 socket (T_comm from the NUNA collective model).
+4. Why our best split falls with N ("ag_gemm_split_diagnosis"): the closed form
+   c* ~ sat x T_AG / T_GEMM, the best split for TMA saturation counts from 5 to
+   120 SMs (it falls with N for every one), and what PK's ~40 at N = 65536
+   would require of the GEMM (docs/kernel_model.md).
 
 Usage: python experiments/pk_overlap.py -> results/pk/overlap.{json,png},
 experiments/data/pk_overlap.json
@@ -51,6 +55,40 @@ def _ms(t):
     return {k: float(v) / 1e6 for k, v in t.items() if k.endswith("_ns")}
 
 
+NS = (4096, 8192, 16384, 32768, 65536)
+
+
+def split_diagnosis(hw):
+    """Numbers behind the falling AG+GEMM split (see module doc, item 4).
+
+    Inter-SM AG+GEMM with c communication SMs: T = max(T_GEMM n/(n-c),
+    T_AG(link) max(1, sat/c)) + small terms.  In the compute-bound regime the
+    best c is the smallest that hides the gather: c n/(n-c) = x with
+    x = sat T_AG(link) / T_GEMM(n SMs), i.e. c* = n x / (n + x); T_AG / T_GEMM
+    falls as 1/N (bytes ~ N^2, FLOPs ~ N^3), so c* falls for every sat.
+    """
+    n = float(hw.n_sms)
+    sat = float(hw.tma_sat_sms)
+    closed = []
+    for N in NS:
+        t_g = float(K.fused_terms(hw, "gemm", N, N / 8, N, 1)["comp_ns"])
+        ag_bytes = 7 / 8 * 2.0 * N * N
+        t_ag = ag_bytes / float(K.mechanism_bw(hw, "tma", 1e9))
+        x = sat * t_ag / t_g
+        closed.append(dict(N=N, gemm_all_sms_ms=t_g / 1e6, ag_at_link_ms=t_ag / 1e6, x=x,
+                           c_closed_form=min(n * x / (n + x), sat)))
+    sweep = {}
+    for s_ in (5.0, 10.0, 15.0, 30.0, 60.0, 120.0):
+        h = hw.replace(tma_sat_sms=s_)
+        sweep[str(s_)] = [K.best_comm_sms_search(h, "ag+gemm", N, N / 8, N, 8)[0] for N in NS]
+    N = 65536
+    c_ours, t_ours = K.best_comm_sms_search(hw, "ag+gemm", N, N / 8, N, 8)
+    t40 = float(K.fused_terms(hw, "ag+gemm", N, N / 8, N, 8, "inter", 40.0)["total_ns"])
+    return {"closed_form": closed, "sat_sweep": sweep,
+            "pk_65536": dict(c_ours=c_ours, total_ms_at_ours=t_ours / 1e6, total_ms_at_40=t40 / 1e6,
+                             compute_sms_at_ours=int(n) - c_ours, compute_sms_at_40=int(n) - 40)}
+
+
 def main():
     res = {}
     for sysname in ("h100", "nuna-table2"):
@@ -69,7 +107,7 @@ def main():
     # SM split for AG+GEMM on H100
     hw = kernel_preset("h100")
     split = []
-    for n in (4096, 8192, 16384, 32768, 65536):
+    for n in NS:
         c_int, t = K.best_comm_sms_search(hw, "ag+gemm", n, n / 8, n, 8)
         c_star, c_round = K.best_comm_sms_grad(hw, "ag+gemm", n, n / 8, n, 8)
         g = K.fused_terms(hw, "gemm", n, n / 8, n, 1)
@@ -79,6 +117,7 @@ def main():
                           allgather_all_sms_ms=float(c_["total_ns"]) / 1e6,
                           paper_comm_sms=PAPER_SPLIT.get(n)))
     res["ag_gemm_split_h100"] = split
+    res["ag_gemm_split_diagnosis"] = split_diagnosis(hw)
 
     for sysname in ("h100", "nuna-table2"):
         rs, ar = res[sysname]["gemm+rs"], res[sysname]["gemm+ar"]
@@ -96,6 +135,16 @@ def main():
         print(f"  N={r['N']:>6}: search {r['comm_sms_search']:>3}  grad {r['comm_sms_grad']:6.2f} "
               f"(-> {r['comm_sms_grad_rounded']})  paper {r['paper_comm_sms']}  "
               f"[GEMM {r['gemm_ms']:.3f} ms, AG alone {r['allgather_all_sms_ms']:.3f} ms]")
+    d = res["ag_gemm_split_diagnosis"]
+    print("  closed form c* = n x / (n + x), x = sat T_AG(link) / T_GEMM(all SMs): " +
+          ", ".join(f"N={r['N']}: {r['c_closed_form']:.1f}" for r in d["closed_form"]))
+    for sat, cs in d["sat_sweep"].items():
+        print(f"  tma_sat_sms = {sat:>5}: best c over N = {cs}")
+    r = d["pk_65536"]
+    print(f"  N = 65536: ours {r['total_ms_at_ours']:.1f} ms at c = {r['c_ours']}, "
+          f"{r['total_ms_at_40']:.1f} ms at c = 40 "
+          f"(+{100 * (r['total_ms_at_40'] / r['total_ms_at_ours'] - 1):.0f}%); c = 40 is best only if the GEMM on "
+          f"{r['compute_sms_at_40']} SMs is as fast as on {r['compute_sms_at_ours']}")
     out = ROOT / "results" / "pk"
     out.mkdir(parents=True, exist_ok=True)
     for p in (out / "overlap.json", ROOT / "experiments" / "data" / "pk_overlap.json"):

@@ -32,6 +32,7 @@ H100 = dict(
     reg_bw_bytes_per_ns=342.68, ce_msg80_bytes=256.0 * 2**20, tma_msg80_bytes=2.0 * 2**10,
     reg_msg80_bytes=128.0, tma_max_msg_bytes=227.0 * 2**10, tma_sat_sms=15.0, reg_sat_sms=76.0,
     sync_intra_ns=64.0, sync_inter_ns=832.0, launch_ns=4000.0, in_fabric_reduction=True,
+    p2p_reduce_eff=0.847,
 )
 _H100_SRC = dict(
     n_sms="H100 SXM5: 132 SMs (NVIDIA datasheet)",
@@ -52,6 +53,11 @@ _H100_SRC = dict(
     sync_inter_ns=f"~832 ns through HBM ({_PK} 3.3)",
     launch_ns=_LAUNCH_SRC,
     in_fabric_reduction="NVSwitch 3 NVLS multimem.ld_reduce / multimem.red (PK 3.2)",
+    p2p_reduce_eff=(f"CALIBRATED, one target: {_PK} Fig. 4 intra-SM GEMM+AR 172.3 TFLOP/s (N = 32768), "
+                    "a kernel bound by atomic store_add into all peers; experiments/pk_calibrate_atomic.py "
+                    "gives 0.8472 (294.8 GB/s per 64 KB tile against 348.0 for a plain TMA store). "
+                    "PK attributes the K ~ 2048 residual to these atomic adds (3.3) but gives no bandwidth. "
+                    "Not fitted to Table 3, whose rows are predictions"),
 )
 
 H200 = dict(H100, name="h200", hbm_bw_bytes_per_ns=4800.0)
@@ -81,6 +87,7 @@ _B200_SRC = dict(
     tma_sat_sms=f"669.12 / 45.7 GB/s per SM = 14.6 SMs ({_PK} 3.2: one SM ~45.7 GB/s on B200)",
     reg_sat_sms=(f"{_PK} 3.2: register ops need 3.2-5.1x TMA's SMs; H100's 76/15 = 5.1 is the top, "
                  "so we take 3.2x for B200 (inference, not a stated number)"),
+    p2p_reduce_eff="H100's calibrated value carried over (assumption: no B200 atomic measurement in PK)",
 )
 
 
@@ -114,7 +121,7 @@ def nuna_table2_hw(n_gpus: int = 8, **system_overrides) -> KernelHW:
         ce_msg80_bytes=H100["ce_msg80_bytes"], tma_msg80_bytes=H100["tma_msg80_bytes"],
         reg_msg80_bytes=H100["reg_msg80_bytes"], tma_max_msg_bytes=H100["tma_max_msg_bytes"],
         tma_sat_sms=sat, reg_sat_sms=sat * 76.0 / 15.0,
-        sync_intra_ns=64.0, sync_inter_ns=832.0, launch_ns=4000.0, system=s,
+        sync_intra_ns=64.0, sync_inter_ns=832.0, launch_ns=4000.0, p2p_reduce_eff=1.0, system=s,
     )
     return _validate_hw(hw)
 
@@ -132,6 +139,7 @@ _NUNA_SRC = dict(
     in_fabric_reduction="False: NUNA Table 2 does not state switch reduction",
     sync_intra_ns="H100 value (PK 3.3), an assumption", sync_inter_ns="H100 value (PK 3.3), an assumption",
     launch_ns=_LAUNCH_SRC,
+    p2p_reduce_eff="1.0: no atomic-reduction measurement for this socket (T_comm is the NUNA model's)",
 )
 
 _REPO = Path(__file__).resolve().parents[1]

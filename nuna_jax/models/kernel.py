@@ -24,7 +24,11 @@ Modelling assumptions are listed in docs/kernel_model.md; the main ones:
 * T_comp = FLOPs / (peak * gemm_eff * compute_SMs / n_sms)  (no wave quantization).
 * T_mem = minimum HBM traffic (each operand read once, output written once,
   i.e. perfect L2 reuse) plus the traffic the communication adds.
-* T_comm = bytes per GPU per direction / min(B_msg(message), issuing_SMs * B_peak / sat_SMs).
+* T_comm = bytes per GPU per direction / min(B_msg(message), issuing_SMs * B_peak / sat_SMs),
+  with the bytes of a point-to-point reduction (TMA ``store_add`` / ``red.add``
+  into peer memory) moved at ``p2p_reduce_eff`` of the plain-store bandwidth
+  (PK 3.3: the atomic adds of output-tile accumulation; calibrated once, see
+  ``experiments/pk_calibrate_atomic.py``).
 * T_non-overlap = min(T_comp, T_comm) / W with W = tiles / compute_SMs waves:
   the fill/drain of a two-stage pipeline of W steps.
 * T_sync = tiles per compute SM * (64 ns intra-SM | 832 ns inter-SM).
@@ -45,7 +49,7 @@ from ..checks import concrete as _concrete
 
 __all__ = [
     "KernelHW", "OPS", "FUSED_OPS", "COLLECTIVE_OPS", "SCHEDULES", "MECHANISMS",
-    "mechanism_bw", "comm_pattern_bytes", "comm_time_ns", "nuna_collective_ns",
+    "mechanism_bw", "comm_pattern_bytes", "p2p_reduce_factor", "comm_time_ns", "nuna_collective_ns",
     "nuna_comm_path", "kernel_terms", "fused_terms", "baseline_terms",
     "collective_terms", "non_overlapped_share", "tile_comp_ns", "tile_comm_ns",
     "hiding_threshold_k", "best_comm_sms_search", "best_comm_sms_grad",
@@ -81,6 +85,13 @@ class KernelHW:
     tma_max_msg_bytes: largest TMA message (227 KB); bigger transfers split.
     {tma,reg}_sat_sms: SMs needed to saturate the link (PK 3.2: ~15, ~76).
     sync_intra_ns / sync_inter_ns: mbarrier (~64 ns) / HBM flag (~832 ns) sync (PK 3.3).
+    p2p_reduce_eff: achieved bandwidth of a point-to-point reduction (an atomic
+        ``store_add`` / ``red.add`` into a peer's memory, PK 3.2-3.3) as a fraction
+        of the same mechanism's plain store (dimensionless, (0, 1]).  PK attributes
+        the residual communication near the hiding threshold to "atomic adds
+        during output-tile accumulation" and the intra-SM GEMM+AR loss to the
+        "serialization of concurrent peer writes" (3.3) but gives no bandwidth;
+        1.0 = no atomic penalty (the model before issue 10).
     launch_ns: kernel launch + setup; not given by PK (source in the preset).
     system: a ``nuna_jax.system.System`` when ``comm_model == "nuna"``, else None.
     """
@@ -108,6 +119,7 @@ class KernelHW:
     sync_intra_ns: Any = 64.0
     sync_inter_ns: Any = 832.0
     launch_ns: Any = 4000.0
+    p2p_reduce_eff: Any = 1.0
     system: Any = None
 
     def replace(self, **kw) -> "KernelHW":
@@ -119,6 +131,7 @@ _HW_POSITIVE = (
     "n_sms", "peak_flops_per_ns", "gemm_eff", "hbm_bw_bytes_per_ns", "link_bw_bytes_per_ns",
     "ce_bw_bytes_per_ns", "tma_bw_bytes_per_ns", "reg_bw_bytes_per_ns", "ce_msg80_bytes",
     "tma_msg80_bytes", "reg_msg80_bytes", "tma_max_msg_bytes", "tma_sat_sms", "reg_sat_sms",
+    "p2p_reduce_eff",
 )
 _HW_NONNEG = ("sync_intra_ns", "sync_inter_ns", "launch_ns")
 
@@ -128,6 +141,9 @@ def _validate_hw(hw: KernelHW) -> KernelHW:
     g = _concrete(hw.gemm_eff)
     if g is not None and np.any(g > 1):
         raise ValueError(f"KernelHW.gemm_eff must be <= 1, got {hw.gemm_eff!r}")
+    e = _concrete(hw.p2p_reduce_eff)
+    if e is not None and np.any(e > 1):
+        raise ValueError(f"KernelHW.p2p_reduce_eff must be in (0, 1], got {hw.p2p_reduce_eff!r}")
     if hw.comm_model not in ("mechanism", "nuna"):
         raise ValueError(f"KernelHW.comm_model must be 'mechanism' or 'nuna', got {hw.comm_model!r}")
     if hw.comm_model == "nuna" and hw.system is None:
@@ -223,19 +239,37 @@ def _mech_bw_parts(hw: KernelHW, mech: str, msg_bytes, n_sms):
 #   S is the collective's buffer: gathered size (AG), full partial size (RS,
 #   AR), send buffer (A2A).  P = n_gpus.
 _PATTERNS = {
-    # name: (bytes(S, P), reduces?, needs in-fabric?, NUNA adapter (op, S scale))
-    "ag": (lambda S, P: (P - 1) / P * S, False, False, ("all-gather", 1)),
-    "a2a": (lambda S, P: (P - 1) / P * S, False, False, ("all-to-all", 1)),
-    "rs": (lambda S, P: (P - 1) / P * S, True, False, ("reduce-scatter", 1)),
-    # multimem.ld_reduce: the switch pulls every shard from every GPU -> S egress
-    "rs-fabric": (lambda S, P: S, True, True, ("reduce-scatter", 1)),
-    # RS then AG, point to point
-    "ar-p2p": (lambda S, P: 2 * (P - 1) / P * S, True, False, ("all-reduce", 1)),
+    # name: (bytes(S, P), reduces?, needs in-fabric?, NUNA adapter (op, S scale),
+    #        share of the bytes that are point-to-point reductions (atomic store_add))
+    "ag": (lambda S, P: (P - 1) / P * S, False, False, ("all-gather", 1), 0.0),
+    "a2a": (lambda S, P: (P - 1) / P * S, False, False, ("all-to-all", 1), 0.0),
+    "rs": (lambda S, P: (P - 1) / P * S, True, False, ("reduce-scatter", 1), 1.0),
+    # multimem.ld_reduce: the switch pulls every shard from every GPU -> S egress;
+    # the switch reduces, no atomic at a peer
+    "rs-fabric": (lambda S, P: S, True, True, ("reduce-scatter", 1), 0.0),
+    # RS (atomic adds into the owner) then AG (plain stores), point to point
+    "ar-p2p": (lambda S, P: 2 * (P - 1) / P * S, True, False, ("all-reduce", 1), 0.5),
     # ld_reduce of own shard (S egress over all shards) + multimem.st of it (S/P)
-    "ar-fabric": (lambda S, P: (1 + 1 / P) * S, True, True, ("all-reduce", 1)),
+    "ar-fabric": (lambda S, P: (1 + 1 / P) * S, True, True, ("all-reduce", 1), 0.0),
     # intra-SM fused AR: every output tile atomically added into all P-1 peers
-    "ar-atomic": (lambda S, P: (P - 1) * S, True, False, ("all-to-all", "P")),
+    "ar-atomic": (lambda S, P: (P - 1) * S, True, False, ("all-to-all", "P"), 1.0),
 }
+
+
+def p2p_reduce_factor(hw: KernelHW, pattern: str):
+    """Time multiplier (>= 1) of ``pattern`` for its point-to-point reductions.
+
+    A byte reduced into a peer's memory by an atomic ``store_add`` (PK's
+    ``store_add_async``, 3.2; "atomic adds during output-tile accumulation",
+    3.3) moves at ``p2p_reduce_eff`` of the plain-store bandwidth; the other
+    bytes at full bandwidth: ``f / eff + (1 - f)``, ``f`` the reduced share
+    of the pattern's bytes (1 for ``rs`` and ``ar-atomic``, 1/2 for
+    ``ar-p2p``, 0 for gathers and in-fabric reductions).  Dimensionless.
+    """
+    f = _PATTERNS[pattern][4]
+    if f == 0.0:
+        return jnp.ones(())
+    return f / jnp.asarray(hw.p2p_reduce_eff, jnp.float32) + (1.0 - f)
 
 
 def comm_pattern_bytes(pattern: str, S, n_gpus):
@@ -267,9 +301,11 @@ def comm_time_ns(hw: KernelHW, pattern: str, S, n_gpus, mech: str, msg_bytes, is
     ``comm_model == "mechanism"``: bandwidth from :func:`mechanism_bw` with
     ``issue_sms`` SMs.  ``"nuna"``: ``max(NUNA collective time, bytes /
     issue-limited bandwidth)``, the NUNA time from :func:`nuna_collective_ns`.
-    Returns ``(t_ns, bytes, bw)``.
+    Either is multiplied by :func:`p2p_reduce_factor` (atomic reductions into
+    peers are slower than plain stores).  Returns ``(t_ns, bytes, bw)``.
     """
     nbytes = comm_pattern_bytes(pattern, S, n_gpus)
+    red = p2p_reduce_factor(hw, pattern)
     if hw.comm_model == "nuna":
         op, scale = _PATTERNS[pattern][3]
         s_arg = S * (jnp.asarray(n_gpus, jnp.float32) if scale == "P" else 1.0)
@@ -279,9 +315,11 @@ def comm_time_ns(hw: KernelHW, pattern: str, S, n_gpus, mech: str, msg_bytes, is
             t = t_fab
         else:
             t = _max(t_fab, nbytes / (jnp.asarray(issue_sms, jnp.float32) * peak / sat), tau)
+        t = t * red
         return t, nbytes, nbytes / t
     bw_msg, bw_sm = _mech_bw_parts(hw, mech, msg_bytes, issue_sms)
     t = nbytes / bw_msg if bw_sm is None else _max(nbytes / bw_msg, nbytes / bw_sm, tau)
+    t = t * red
     return t, nbytes, nbytes / t
 
 
@@ -543,10 +581,11 @@ def tile_comp_ns(hw: KernelHW, K, achieved=False):
 
 def tile_comm_ns(hw: KernelHW, elem_bytes=2, achieved=False):
     """Time to send one output tile to its owner: ``s m n / B``; ``B`` is the
-    nominal link (``achieved=False``) or TMA at one tile message."""
+    nominal link (``achieved=False``, PK 3.3) or the atomic ``store_add`` of one
+    tile message: TMA at the tile size times ``p2p_reduce_eff``."""
     tile_bytes = _f(elem_bytes) * hw.tile_m * hw.tile_n
     if achieved:
-        B = mechanism_bw(hw, "tma", tile_bytes, hw.n_sms)
+        B = mechanism_bw(hw, "tma", tile_bytes, hw.n_sms) * _f(hw.p2p_reduce_eff)
     else:
         B = _f(hw.link_bw_bytes_per_ns)
     return tile_bytes / B
@@ -569,7 +608,7 @@ def hiding_threshold_k(hw: KernelHW, elem_bytes=2, achieved=False, level="tile",
     if level != "kernel":
         raise ValueError(f"level must be 'tile' or 'kernel', got {level!r}")
     hw2 = hw if achieved else hw.replace(gemm_eff=1.0, tma_bw_bytes_per_ns=hw.link_bw_bytes_per_ns,
-                                         tma_msg80_bytes=1e-3)
+                                         tma_msg80_bytes=1e-3, p2p_reduce_eff=1.0)
     lo, hi = 1.0, 1e6
     mm = 32768.0
 
