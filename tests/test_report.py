@@ -68,6 +68,10 @@ def _fake(tmp_path):
     (out / "fig12_size.json").write_text(json.dumps({"rows": [
         {"size_bytes": 10**5, "speedup": 1.6}, {"size_bytes": 10**6, "speedup": 1.2},
         {"size_bytes": 64 * 10**6, "speedup": 1.1}]}))
+    # Figure 14: UA slows at a 4 MB GEMM, NAP+NAR never up to 64 MB: the ratio is only bounded, >= 2 * 64 / 4
+    (out / "fig14_gemm_interference.json").write_text(json.dumps({
+        "gemm_mb_per_gpu": [1, 2, 4, 8, 16, 32, 64], "threshold_ratio_0.95": None,
+        "policies": {"ua": {"threshold_mb_0.95": 4}, "nap+nar": {"threshold_mb_0.95": None}}}))
     (out / "fig10_latency_hist.png").write_bytes(b"\x89PNG fake")
     return out, data, docs
 
@@ -93,6 +97,8 @@ def test_generator_on_a_fake_json_folder(tmp_path):
     r = _row(text, "All-Gather 1 MB: 1.5-1.9x")
     assert r[3:6] == ["1.20", "0.80", "within 25%"]
     assert _row(text, "falls as the size grows")[3:6] == ["yes", "-", "holds"]
+    r = _row(text, "concurrent GEMM slows NAP+NAR")
+    assert r[2:6] == ["~2", ">= 32", "16.00", "**departs**"] and "bounded below" in r[8]
     # no Figure 15 JSON in the folder: its claims are listed, not measured, with the script that measures them
     r = _row(text, "decode TPOT reduction, geomean")
     assert r[3] == "-" and r[5] == "not measured" and "experiments/fig15_e2e.py" in r[8]
