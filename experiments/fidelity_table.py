@@ -1,15 +1,15 @@
-"""Issue 10, items 2 and 7: docs/fidelity.md from the experiments' JSON.
+"""Issue 10 items 2 and 7, issue 15 item 3: docs/fidelity.md and docs/reproduction.md from the experiments' JSON.
 
-Reads experiments/out/{sensitivity,validation,fig13}.jsonl (written by
-experiments/fidelity_device.py; missing files are listed as not run),
-experiments/out/fig14_gemm_interference.json and experiments/data/pk_*.json,
-and the NUNA spread of the Table 2 system (models.spread, closed form).
-Writes docs/fidelity.md: the headline before / after, the sensitivity table
-of every modelling choice, the validation errors, and the fidelity table
-(every quantitative claim of NUNA sections 1, 3, 6 and of the
-ParallelKittens notes: paper, ours, ratio, verdict).
+Reads experiments/out/{sensitivity,validation,fig13,headline}.jsonl (written by
+experiments/fidelity_device.py; missing files are listed as not run) for
+docs/fidelity.md: the headline before / after, the sensitivity table of every
+modelling choice, Figure 13 and the validation errors.  Writes
+docs/reproduction.md from every experiment's JSON (experiments/out/*.json,
+experiments/data/pk_*.json) through experiments/claims.py (claim rows: paper,
+ours, ratio, verdict) and experiments/report_md.py (markdown, plots copied into
+docs/img/).  Reads nothing but JSON, so a rerun regenerates both pages.
 
-    python experiments/fidelity_table.py [--out docs/fidelity.md]
+    python experiments/fidelity_table.py [--results experiments/out] [--data experiments/data] [--docs docs]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 OUT = ROOT / "experiments" / "out"
 POL = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR")
 DEF, PREV = "default", "previous (main before issue 10)"
@@ -231,102 +232,22 @@ def fig13(rows, L):
     L.append("")
 
 
-def claims(ix, f13, L):
-    from nuna_jax import preset
-    from nuna_jax.models.spread import nuna_spread
-
-    sp = nuna_spread(preset("table2"))["ratios"]
-    out = []
-
-    def add(sec, claim, paper, ours, fmt="{:.2f}", tol=0.15, kind="ratio", note=""):
-        if ours is None:
-            out.append((sec, claim, str(paper), "-", "-", "not run")); return
-        if kind == "bool":
-            out.append((sec, claim, "yes", "yes" if ours else "no", "-", "agrees" if ours else "departs")); return
-        r = ours / paper
-        v = "agrees" if abs(r - 1) <= tol else ("close" if abs(r - 1) <= 2 * tol else "departs")
-        out.append((sec, claim, fmt.format(paper), fmt.format(ours), f"{r:.2f}", v + (f" ({note})" if note else "")))
-
-    sizes = (10**5, 10**6, 10**7)
-    best = lambda p: max([x for x in (_sp(ix, DEF, n, p) for n in sizes + (64 * 10**6,)) if x] or [None])  # noqa: E731
-    add("abstract, 1", "NAP+NAR up to 1.8x over UA", 1.8, best("NAP+NAR"))
-    add("abstract", "NAP alone up to 1.5x", 1.5, best("NAP"))
-    add("1", "NAR alone up to 1.35x", 1.35, best("UA+NAR"))
-    add("1", "NoC latency worst / best 3x", 3.0, sp["noc_worst_over_best"])
-    add("1", "NoC latency mean / best 2x", 2.0, sp["noc_mean_over_best"])
-    add("1", "uncontended transfer worst / best 1.8x", 1.8, sp["transfer_worst_over_best"])
-    add("1", "uncontended transfer mean / best 1.45x", 1.45, sp["transfer_mean_over_best"])
-    add("6.7", "NAP+NAR 100 kB: 1.5-1.9x (low end)", 1.5, _sp(ix, DEF, 10**5, "NAP+NAR"))
-    add("6.7", "NAP+NAR 1 MB: 1.5-1.9x (low end)", 1.5, _sp(ix, DEF, 10**6, "NAP+NAR"))
-    add("6.7", "NAP+NAR 64 MB: ~1.1x", 1.1, _sp(ix, DEF, 64 * 10**6, "NAP+NAR"))
-    u, n = _get(ix, DEF, 10**6, "UA"), _get(ix, DEF, 10**6, "NAP+NAR")
-    if u and n and "store_latency_ns" in u and "store_latency_ns" in n:
-        a, b = u["store_latency_ns"], n["store_latency_ns"]
-        add("6.2", "UA store latency mean 920 ns", 920, a["mean"], "{:.0f}")
-        add("6.2", "UA store latency max 1,320 ns", 1320, a["max"], "{:.0f}")
-        add("6.2", "NAP+NAR store latency mean 780 ns", 780, b["mean"], "{:.0f}")
-        add("6.2", "NAP+NAR store latency max 1,180 ns", 1180, b["max"], "{:.0f}")
-        add("6.2", "NAP+NAR max latency 10% below UA's", 0.106, 1 - b["max"] / a["max"], "{:.3f}")
-    s10 = {p: _sp(ix, DEF, 10**7, p) for p in POL}
-    if all(s10.values()):
-        add("6.3", "10 MB: NUMA, NAP*, NAP slower than UA", None,
-            all(s10[p] < 1 for p in ("NUMA", "NAP*", "NAP")), kind="bool")
-    for n in (10**5, 10**7):
-        s = {p: _sp(ix, DEF, n, p) for p in POL}
-        if all(s.values()):
-            add("6.3", f"{_size(n)}: NAR improves every placement", None,
-                s["UA+NAR"] > 1 and s["NUMA+NAR"] > s["NUMA"] and s["NAP+NAR"] > s["NAP"], kind="bool")
-            add("6.3", f"{_size(n)}: NAR helps NAP the most", None,
-                s["NAP+NAR"] / s["NAP"] >= max(s["UA+NAR"], s["NUMA+NAR"] / s["NUMA"]), kind="bool")
-    s = [_sp(ix, DEF, n, "NAP+NAR") for n in sizes + (64 * 10**6,)]
-    if all(s):
-        add("6.4", "NAP+NAR speedup falls with size", None, all(a >= b for a, b in zip(s, s[1:])), kind="bool")
-    if f13:
-        i13 = {(r["policy"], r["tbs"], r.get("nar_granularity")): r["sim_ns"] for r in f13 if "sim_ns" in r}
-        g1008 = [g for g in range(2, 13) if ("UA+NAR", 1008, g) in i13]
-        if g1008:
-            gb = min(g1008, key=lambda g: i13[("UA+NAR", 1008, g)])
-            add("6.5", "1,008 tbs: 12 domains best (UA+NAR)", None, gb == 12, kind="bool")
-        g7 = [g for g in range(2, 13) if ("UA+NAR", 7, g) in i13]
-        if g7 and ("UA", 7, 1) in i13:
-            add("6.5", "7 tbs: finest domains slow down (UA+NAR g=12 slower than best)", None,
-                i13[("UA+NAR", 7, 12)] > min(i13[("UA+NAR", 7, g)] for g in g7), kind="bool")
-    f14 = OUT / "fig14_gemm_interference.json"
-    if f14.exists():
-        d = json.loads(f14.read_text())
-        r = d.get("threshold_ratio_0.95")
-        if r:
-            add("6.6", "NAP+NAR degrades at ~2x the GEMM size of UA (0.95 level; run before issue 10)", 2.0, r)
-    pk = ROOT / "experiments" / "data" / "pk_table3.json"
-    if pk.exists():
-        d = json.loads(pk.read_text())
-        v = next(iter(d["variants"].values()))
-        for row in v:
-            if row.get("paper_share"):
-                add("PK Table 3", f"non-overlapped share, K = {row['K']}", row["paper_share"], row["share"], "{:.3f}",
-                    note="max() overlap model" if row["K"] >= 2048 else "")
-    ov = ROOT / "experiments" / "data" / "pk_overlap.json"
-    if ov.exists():
-        d = json.loads(ov.read_text()).get("h100", {})
-        g = d.get("gemm+rs", {})
-        if g.get("intra") and g.get("inter"):
-            add("PK", "GEMM+RS intra / inter speedup 1.2x", 1.2, g["intra"] / g["inter"])
+def claims_pointer(L):
     L += ["## Fidelity table (item 7)", "",
-          "Every quantitative claim we model, from NUNA sections 1, 3 and 6 and the ParallelKittens notes. "
-          "Verdict: *agrees* within 15%, *close* within 30%, else *departs*; yes/no claims agree or depart. "
-          "End-to-end LLM numbers (6.7: TTFT -6%, TPOT -7%, geomeans 1.32x / 1.56x) and the measured "
-          "MI210 / MI300X / MI355X variation (3.2) are not modelled.", "",
-          "| section | claim | paper | ours | ours / paper | verdict |", "|---|---|---|---|---|---|"]
-    for row in out:
-        L.append("| " + " | ".join(row) + " |")
-    L.append("")
+          "Moved to [reproduction.md](reproduction.md): every quantitative claim of NUNA sections 1, 3 and 6 and of "
+          "the ParallelKittens notes, with the paper's value, ours, the ratio, a verdict and the JSON it came from, "
+          "generated by this same script.", ""]
 
 
 def main(argv=None) -> int:
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "docs" / "fidelity.md"))
+    ap.add_argument("--results", default=str(OUT), help="the experiments' JSON folder (experiments/out)")
+    ap.add_argument("--data", default=str(ROOT / "experiments" / "data"), help="ParallelKittens JSON (pk_*.json)")
+    ap.add_argument("--docs", default=str(ROOT / "docs"), help="writes DOCS/fidelity.md, DOCS/reproduction.md, DOCS/img/")
     ap.add_argument("--merge", default=None, help="first merge a partial rerun's DIR/all.jsonl into experiments/out")
     a = ap.parse_args(argv)
+    OUT = Path(a.results)
     if a.merge:
         merge(a.merge)
     sens = _rows("sensitivity")
@@ -353,9 +274,15 @@ def main(argv=None) -> int:
     f13 = _rows("fig13")
     fig13(f13, L)
     validation(_rows("validation"), L)
-    claims(ix, f13, L)
-    Path(a.out).write_text("\n".join(L) + "\n")
-    print(f"wrote {a.out}")
+    claims_pointer(L)
+    docs = Path(a.docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "fidelity.md").write_text("\n".join(L) + "\n")
+    from claims import collect
+    import report_md
+    rows = collect(OUT, a.data, ROOT)
+    rep = report_md.write(rows, {"out": OUT, "data": Path(a.data)}, docs)
+    print(f"wrote {docs / 'fidelity.md'} and {rep} ({len(rows)} claims)")
     return 0
 
 

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 from nuna_jax import path, sim  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 
 PAPER = {"ua": {"mean": 920.0, "max": 1320.0}, "nap+nar": {"mean": 780.0, "max": 1180.0}}
 BIN_NS = 20.0
@@ -95,7 +96,7 @@ def plot(out, fname):
     axes[0].set_ylabel("flits (%)")
     fig.suptitle("NUNA Figure 10 (prediction from Table 2; no calibration)")
     fig.tight_layout()
-    fig.savefig(fname, dpi=110)
+    save_figure(fig, fname, dpi=110)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from nuna_jax import preset  # noqa: E402
 from nuna_jax.models.contention import evaluate  # noqa: E402
 from nuna_jax.placement import FIGURE11_ORDER  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fig9_speedup import best_over_tbs, tbs_candidates, write  # noqa: E402
@@ -116,7 +117,7 @@ def plot(out, png: Path) -> None:
                      fontsize=7, va="top")
     fig.suptitle("NUNA Fig. 11 (isolation of techniques)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_figure(fig, png, dpi=110)
     plt.close(fig)
 
 

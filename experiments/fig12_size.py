@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nuna_jax import preset  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 from fig9_speedup import best_over_tbs, tbs_candidates, write  # noqa: E402
 
 NAME = "fig12_size"
@@ -76,7 +77,7 @@ def plot(out, png: Path) -> None:
     ax.set_title("NUNA Fig. 12 (sensitivity to size)", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_figure(fig, png, dpi=110)
     plt.close(fig)
 
 

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nuna_jax import preset  # noqa: E402
 from nuna_jax.models.contention import evaluate  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 from fig9_speedup import write  # noqa: E402
 
 NAME = "fig13_nar_granularity"
@@ -99,7 +100,7 @@ def plot(out, png: Path) -> None:
     axes[0].set_ylabel("speedup over hashed routing")
     fig.suptitle("NUNA Fig. 13 (NAR granularity)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_figure(fig, png, dpi=110)
     plt.close(fig)
 
 

@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 from nuna_jax import sim  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 
 SIZES_MB = [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]
 POLICIES = ("ua", "nap+nar")
@@ -98,7 +99,7 @@ def plot(out, fname):
                  f"{r if r is None else round(r, 2)} (paper: ~2)", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(fname, dpi=110)
+    save_figure(fig, fname, dpi=110)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 from nuna_jax.models.llm.layers import SPLIT_KINDS  # noqa: E402
 from nuna_jax.models.llm.report import PAPER, run_all  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 
 NAME = "fig15_e2e"
 COLORS = {"compute": "0.75", "allreduce": "tab:blue", "alltoall": "tab:orange", "allgather": "tab:green",
@@ -82,7 +83,7 @@ def plot(out, png: Path) -> None:
         ax.axhline(1.0, color="k", lw=0.5)
         ax.legend(fontsize=7, ncol=5, loc="upper right", title="time share (ms / UA total)", title_fontsize=7)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_figure(fig, png, dpi=110)
     plt.close(fig)
 
 

@@ -27,6 +27,7 @@ from nuna_jax.models.llm.configs import load_model, model_names  # noqa: E402
 from nuna_jax.models.llm.hardware import machine  # noqa: E402
 from nuna_jax.models.llm.search import search  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 
 NAME = "fig2_collective_sizes"
 PAPER = {"prefill": "limited to tens of MB (upper end 10-100 MB)", "decode": "typically kB range (1 kB-1 MB)",
@@ -109,7 +110,7 @@ def plot(out, png: Path) -> None:
     h, lab = axes[0].get_legend_handles_labels()
     axes[0].legend(h[-1:], lab[-1:], fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_figure(fig, png, dpi=110)
     plt.close(fig)
 
 

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from nuna_jax import preset  # noqa: E402
 from nuna_jax.models.contention import evaluate  # noqa: E402
 from nuna_jax.scenario import make_scenario  # noqa: E402
+from nuna_jax.plots.save import save_figure  # noqa: E402
 
 NAME = "fig9_speedup"
 POLICIES = ("UA", "UA+NAR", "NUMA+NAR", "NAP+NAR")
@@ -155,7 +156,7 @@ def plot(out, png: Path) -> None:
     axes[0][0].legend(fontsize=6, loc="upper right")
     fig.suptitle("NUNA Fig. 9 (analytical model): speedup over UA", fontsize=10)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_figure(fig, png, dpi=110)
     plt.close(fig)
 
 

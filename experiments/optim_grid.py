@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from nuna_jax.plots.save import save_figure  # noqa: E402
 os.environ.setdefault("PYTHONPATH", str(ROOT))   # the spawned workers import this checkout too
 
 CASES = [  # (collective, size bytes, gpus, tbs per GPU or None = n_gpus - 1)
@@ -147,7 +148,7 @@ def plot(path):
     ax[2].set_xticks(range(5)); ax[2].set_xticklabels(["relaxed", "argmax", "best rounded", "searched", "simulated"])
     ax[2].set_ylabel("ns / NAP+NAR simulated"); ax[2].set_title("relaxed -> rounded -> searched -> simulated")
     fig.tight_layout()
-    fig.savefig(os.path.splitext(path)[0] + ".png", dpi=110)
+    save_figure(fig, os.path.splitext(path)[0], dpi=110)
 
 
 def main(argv=None):

@@ -77,7 +77,7 @@ def main():
         ax[1].set(xlabel="SMs issuing", ylabel="GB/s (1 GB transfer)")
         ax[1].legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(out / "mechanisms.png", dpi=120)
+        from nuna_jax.plots.save import save_figure; save_figure(fig, ROOT / "experiments" / "data" / "pk_mechanisms", dpi=120)  # noqa: E702
     except Exception as e:
         print("plot skipped:", e)
     return res

@@ -172,7 +172,7 @@ def main():
         ax[1].set(xscale="log", xlabel="N (AG+GEMM, N x N/8 x N)", ylabel="best communication SMs")
         ax[1].legend()
         fig.tight_layout()
-        fig.savefig(out / "overlap.png", dpi=120)
+        from nuna_jax.plots.save import save_figure; save_figure(fig, ROOT / "experiments" / "data" / "pk_overlap", dpi=120)  # noqa: E702
     except Exception as e:
         print("plot skipped:", e)
     return res

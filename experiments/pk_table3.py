@@ -156,7 +156,7 @@ def main():
         ax[1].set(xlabel="K", ylabel="non-overlapped comm share (%)")
         ax[1].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(out / "table3.png", dpi=120)
+        from nuna_jax.plots.save import save_figure; save_figure(fig, ROOT / "experiments" / "data" / "pk_table3", dpi=120)  # noqa: E702
     except Exception as e:  # plotting is optional
         print("plot skipped:", e)
     return res

@@ -18,6 +18,12 @@ def test_list_names_existing_scripts(capsys):
         assert (ROOT / r["script"]).is_file(), r["script"]
 
 
+def test_report_is_the_last_step_of_all():
+    """--all runs in registry order; the generated report reads the JSON of all the others, so it comes last."""
+    assert list(EXPERIMENTS)[-1] == "report"
+    assert EXPERIMENTS["report"].script == "fidelity_table.py"
+
+
 def test_bad_names_are_user_errors(capsys):
     assert main(["reproduce", "fig99"]) == 2
     assert "fig99" in capsys.readouterr().err

@@ -1,7 +1,10 @@
 """``nuna-jax reproduce``: run the papers' experiments (``experiments/`` of a clone) one after another.
 
-Each experiment is a script under ``experiments/`` that writes its JSON and PNG
-(README, "Reproducing the papers"); this command runs the chosen ones in
+Each experiment is a script under ``experiments/`` that writes its JSON and a
+PNG + PDF plot (README, "Reproducing the papers"); the last, ``report``,
+regenerates docs/reproduction.md from experiments/out and experiments/data
+(with ``--out DIR`` some scripts write under DIR instead, and the report still
+reads those two folders).  This command runs the chosen ones in
 order, with a progress bar on a terminal, and reports each one's status and
 wall time.  ``--quick`` passes each script the flags of its reduced grid (a
 few minutes in all on a 2-core CPU); the default is the papers' full grids.
@@ -32,6 +35,7 @@ EXPERIMENTS = {
     "pk_table3": Experiment("pk_table3.py", "ParallelKittens Table 3 (GEMM vs fused GEMM+RS)"),
     "pk_overlap": Experiment("pk_overlap.py", "ParallelKittens intra- vs inter-SM overlap"),
     "pk_mechanisms": Experiment("pk_mechanisms.py", "ParallelKittens transfer mechanisms"),
+    "spread": Experiment("spread.py", "NUNA 1, 3.1.3, Fig. 4: zero-load latency spread of the socket", (), True),
     "fig2": Experiment("fig2_collective_sizes.py", "NUNA Fig. 2: collective output sizes", (), True),
     "fig15": Experiment("fig15_e2e.py", "NUNA Fig. 15: end-to-end runtime decomposition", (), True),
     "fig12": Experiment("fig12_size.py", "NUNA Fig. 12: NAP+NAR speedup vs size", ("--tbs-mults", "1"), True),
@@ -42,7 +46,8 @@ EXPERIMENTS = {
     "fig10": Experiment("fig10_latency_hist.py", "NUNA Fig. 10: store-latency histograms (simulator)"),
     "fig14": Experiment("fig14_gemm_interference.py", "NUNA Fig. 14: All-Gather beside a GEMM (simulator)"),
     "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",)),
-    "fidelity_table": Experiment("fidelity_table.py", "docs/fidelity.md from the experiments' JSON"),
+    # last: the report reads every JSON above (and experiments/out/*.jsonl of fidelity_device.py)
+    "report": Experiment("fidelity_table.py", "docs/reproduction.md + docs/fidelity.md from the experiments' JSON"),
 }
 
 
@@ -58,7 +63,8 @@ def experiments_dir() -> Path:
 def add_parser(sub) -> None:
     p = sub.add_parser("reproduce", help="run the papers' experiments (scripts under experiments/)",
                        description="Run the NUNA and ParallelKittens experiments of experiments/ in order, "
-                                   "each writing its JSON and PNG; --quick uses reduced grids.")
+                                   "each writing its JSON and PNG + PDF plot, then the report "
+                                   "(docs/reproduction.md); --quick uses reduced grids.")
     p.add_argument("names", nargs="*", metavar="NAME", help=f"experiments to run: {', '.join(EXPERIMENTS)}")
     p.add_argument("--all", action="store_true", help="every experiment, in the order listed")
     p.add_argument("--quick", action="store_true", help="reduced grids (a few minutes on a 2-core CPU)")
