@@ -179,6 +179,25 @@ def nuna_rows(S: Sources) -> list[Row]:
              "(docs/fidelity.md)")
     add(Row("NUNA abstract, 1", "NAP+NAR: up to 1.8x over UA (Figure 9 grid)", 1.8, best9("NAP+NAR"), f9src,
             "estimate", why=bound, would="experiments/fig9_speedup.py"))
+    f9s, f9ssrc = S.get("fig9.jsonl"), S.src("fig9.jsonl")
+
+    def best9_sim(pol):
+        """Largest simulated speedup over UA of the Figure 9 grid, each at its best threadblock count."""
+        best = {}
+        for r in f9s or []:
+            if "sim_ns" in r:
+                k = (r.get("collective", "allgather"), r["n_gpus"], int(r["size"]), r["policy"])
+                best[k] = min(best.get(k, math.inf), r["sim_ns"])
+        v = [best[k[:3] + ("UA",)] / t for k, t in best.items() if k[3] == pol and k[:3] + ("UA",) in best]
+        return max(v) if v else None
+
+    add(Row("NUNA abstract, 1", "NAP+NAR: up to 1.8x over UA (Figure 9 grid to 10 MB, exact simulator)", 1.8,
+            best9_sim("NAP+NAR"), f9ssrc, "simulator", why=bound,
+            would="experiments/fidelity_device.py --only fig9 (a many-core host)"))
+    add(Row("NUNA 1", "NAR alone: up to 1.35x over UA (Figure 9 grid to 10 MB, exact simulator)", 1.35,
+            best9_sim("UA+NAR"), f9ssrc, "simulator", would="experiments/fidelity_device.py --only fig9",
+            why="under UA placement the threadblocks are spread over the socket, so a NAR domain's ports are "
+                "near only some of them; ours gains the port leg only"))
     v, m = best11("NAP")
     add(Row("NUNA abstract", "NAP alone: up to 1.5x over UA (Figure 11 cases)", 1.5, v, f11src, m,
             would="experiments/fig11_isolation.py",
@@ -260,8 +279,11 @@ def nuna_rows(S: Sources) -> list[Row]:
     add(Row("NUNA 6.4", "NAP+NAR speedup over UA falls as the size grows", True,
             all(a["speedup"] >= b["speedup"] - 1e-9 for a, b in zip(r12, r12[1:])) if len(r12) > 1 else None,
             f12src, "estimate", would="experiments/fig12_size.py"))
-    range_why = ("see 'up to 1.8x' above; at 1 MB all of a GPU's source pages share one stack whose reads leave "
-                 "through one mesh link (issue 10, D2), which sets the NAP+NAR time")
+    range_why = ("see 'up to 1.8x' above; at 1 MB NAP puts a GPU's 7 threadblocks on the two routers nearest "
+                 "its ports and its source pages on the nearest stack: under XY routing every read response "
+                 "turns into the CUs' column at the edge row and crosses one vertical mesh link (833 B/ns; 3,423 "
+                 "flits, 1,051 ns busy), whichever of the stack's 3 channel routers it leaves from "
+                 "(docs/policies.md, D2b)")
     for n, lab in ((10**5, "100 kB"), (10**6, "1 MB")):
         add(Row("NUNA 6.7", f"NAP+NAR over UA, 8-GPU All-Gather {lab}: 1.5-1.9x (collectives up to 1 MB)",
                 (1.5, 1.9), sp12.get(n), f12src, "estimate", why=range_why, would="experiments/fig12_size.py"))

@@ -10,7 +10,11 @@ finishes.  Studies (``--only`` picks some):
 * ``headline``: UA, UA+NAR, NUMA+NAR, NAP, NAP+NAR, 8 GPUs, All-Gather 100 kB .. 64 MB, 7 / 28 / 112
   threadblocks per GPU (the best is kept, NUNA 5.1), defaults and ``previous``;
 * ``fig13``: NAR granularity 1 .. 12 forced, UA+NAR and NAP+NAR, 1 MB All-Gather,
-  8 GPUs, 7 and 1,008 threadblocks per GPU (plus UA / NAP baselines).
+  8 GPUs, 7 and 1,008 threadblocks per GPU (plus UA / NAP baselines);
+* ``fig9``: NUNA Figure 9 with the simulator as the judge: UA, UA+NAR, NUMA+NAR,
+  NAP+NAR for All-Gather, All-Reduce and All-to-All, 100 kB .. 10 MB at 2 and 8 GPUs
+  and 100 kB, 1 MB at 64 GPUs, each at 1, 4, 16 x (n - 1) threadblocks per GPU
+  (1 and 4 x at 64 GPUs); the best count per configuration is kept when tabulated.
 
     python experiments/fidelity_device.py --jobs 16 --out DIR [--only sensitivity,validation]
       -> DIR/<study>.jsonl
@@ -68,6 +72,19 @@ def headline_cases() -> list:
     return out
 
 
+def fig9_cases() -> list:
+    out = []
+    for coll in ("allgather", "allreduce", "alltoall"):
+        for n, sizes, mults in ((2, (10**5, 10**6, 10**7), (1, 4, 16)), (8, (10**5, 10**6, 10**7), (1, 4, 16)),
+                                (64, (10**5, 10**6), (1, 4))):
+            for size in sizes:
+                for p in ("UA", "UA+NAR", "NUMA+NAR", "NAP+NAR"):
+                    for m in mults:
+                        out.append(dict(variant="default", collective=coll, n_gpus=n, size=size, policy=p,
+                                        tbs=m * (n - 1)))
+    return out
+
+
 def _weight(c: dict) -> float:
     w = c["size"] * c["n_gpus"] * (2 if c.get("collective") == "allreduce" else 1)
     if c["n_gpus"] >= 64:
@@ -91,7 +108,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     studies = {"sensitivity": sensitivity.cases(False), "validation": validation_cases(), "fig13": fig13_cases(),
-               "headline": headline_cases()}
+               "headline": headline_cases(), "fig9": fig9_cases()}
     cases = []
     for name in a.only.split(","):
         for c in studies[name]:
@@ -118,6 +135,13 @@ def main(argv=None) -> int:
             for r in rows:
                 if r.get("study") == name:
                     fh.write(json.dumps(r, default=float) + "\n")
+    import platform
+    import subprocess
+    git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    prov = {"studies": a.only.split(","), "host": f"{platform.node()} ({os.cpu_count()} CPUs)", "jobs": a.jobs,
+            "wall_s": time.time() - t0, "date": time.strftime("%Y-%m-%d"), "commit": git("rev-parse", "--short", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    (Path(a.out) / "provenance.json").write_text(json.dumps(prov, indent=1) + "\n")
     print(f"done in {time.time() - t0:.0f} s")
     return 0
 
