@@ -31,9 +31,15 @@ def test_bad_names_are_user_errors(capsys):
     assert "--all" in capsys.readouterr().err
 
 
+def test_bad_jobs_is_a_user_error(capsys):
+    assert main(["reproduce", "fig2", "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
+
+
 def test_two_quick_experiments_run(tmp_path, capsys):
-    assert main(["reproduce", "--quick", "pk_table3", "fig2", "--out", str(tmp_path), "--json"]) == 0
+    """Two at once (--jobs 2): both run to completion and both are reported."""
+    assert main(["reproduce", "--quick", "pk_table3", "fig2", "--out", str(tmp_path), "--json", "--jobs", "2"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["failed"] == [] and [r["name"] for r in d["experiments"]] == ["pk_table3", "fig2"]
+    assert d["failed"] == [] and sorted(r["name"] for r in d["experiments"]) == ["fig2", "pk_table3"]
     figs = list((tmp_path / "fig2").glob("*.json"))
     assert figs and json.loads(figs[0].read_text())          # fig2 wrote its numbers under --out

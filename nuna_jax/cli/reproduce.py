@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -70,6 +71,8 @@ def add_parser(sub) -> None:
     p.add_argument("--quick", action="store_true", help="reduced grids (a few minutes on a 2-core CPU)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="results folder for the scripts that take one (default: each script's own)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run up to N experiments at once (the report still runs last; default 1)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
@@ -85,6 +88,15 @@ def _chosen(args) -> list[str]:
     return list(dict.fromkeys(args.names))
 
 
+def _first_done(running: dict) -> str:
+    """Name of the first running experiment to finish (polls every 0.2 s)."""
+    while True:
+        for name, (proc, _, _) in running.items():
+            if proc.poll() is not None:
+                return name
+        time.sleep(0.2)
+
+
 def run(args) -> int:
     if args.list:
         rows = {n: {"script": f"experiments/{e.script}", "what": e.what, "quick_flags": list(e.quick)}
@@ -96,25 +108,43 @@ def run(args) -> int:
                 print(f"  {n:15s} {r['script']:40s} {r['what']}")
         return 0
     names = _chosen(args)
+    if args.jobs < 1 or args.jobs > 256:
+        raise ValueError(f"--jobs must lie in [1, 256], got {args.jobs}")
     root = experiments_dir()
     from ..progress import Progress
+
+    def command(name):
+        e = EXPERIMENTS[name]
+        cmd = [sys.executable, str(root / e.script)] + (list(e.quick) if args.quick else [])
+        if args.out and e.takes_out:
+            cmd += ["--out", str(Path(args.out) / name)]
+        return cmd
+
+    # the report reads every other experiment's JSON: it waits for all of them
+    waves = [[n for n in names if n != "report"]] + ([["report"]] if "report" in names else [])
     results = []
     with Progress(total=len(names), label="reproduce", unit="experiments", enabled=not args.json) as bar:
-        for k, name in enumerate(names):
-            e = EXPERIMENTS[name]
-            cmd = [sys.executable, str(root / e.script)] + (list(e.quick) if args.quick else [])
-            if args.out and e.takes_out:
-                cmd += ["--out", str(Path(args.out) / name)]
-            t0 = time.perf_counter()
-            done = subprocess.run(cmd, cwd=root.parent, capture_output=True, text=True)
-            wall = time.perf_counter() - t0
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            results.append({"name": name, "script": f"experiments/{e.script}", "rc": done.returncode,
-                            "wall_s": wall, "tail": tail})
-            bar.update(k + 1, note=name, force=True)
-            if not args.json:
-                print(f"  {name:15s} {'ok' if done.returncode == 0 else 'FAILED (rc %d)' % done.returncode:14s} "
-                      f"{wall:7.1f} s", flush=True)
+        for wave in waves:
+            pending, running = list(wave), {}
+            while pending or running:
+                while pending and len(running) < args.jobs:
+                    name = pending.pop(0)
+                    log = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: no child blocks on output
+                    running[name] = (subprocess.Popen(command(name), cwd=root.parent, stdout=log,
+                                                      stderr=subprocess.STDOUT, text=True), time.perf_counter(), log)
+                name = next(iter(running)) if args.jobs == 1 else _first_done(running)
+                proc, t0, log = running.pop(name)
+                proc.wait()
+                log.seek(0)
+                out = log.read()
+                log.close()
+                wall = time.perf_counter() - t0
+                results.append({"name": name, "script": f"experiments/{EXPERIMENTS[name].script}",
+                                "rc": proc.returncode, "wall_s": wall, "tail": out.strip().splitlines()[-3:]})
+                bar.update(len(results), note=name, force=True)
+                if not args.json:
+                    status = "ok" if proc.returncode == 0 else "FAILED (rc %d)" % proc.returncode
+                    print(f"  {name:15s} {status:14s} {wall:7.1f} s", flush=True)
     failed = [r["name"] for r in results if r["rc"] != 0]
     if args.json:
         emit_json({"quick": bool(args.quick), "experiments": results, "failed": failed})
