@@ -30,10 +30,10 @@ def main(argv=None):
     import jax
 
     from nuna_jax.optim.driver import optimize
-    from nuna_jax.plans import make_plan
+    from nuna_jax.scenario import generated_plan
     from nuna_jax.presets import preset
     s = preset("table2")
-    plan = make_plan("allgather", 8, 10**6, tbs_per_gpu=a.tbs)
+    plan = generated_plan(s, "allgather", 10**6, tbs_per_gpu=a.tbs)   # as nuna-jax optimize builds it
     runs = []
     for i in range(2):
         t0 = time.perf_counter()

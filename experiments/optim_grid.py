@@ -59,12 +59,12 @@ def run_case(case, steps, seeds, rank_n, search_s):
     from nuna_jax.optim.candidates import make_candidates
     from nuna_jax.optim.driver import optimize
     from nuna_jax.optim.search import Evaluator
-    from nuna_jax.plans import make_plan
     from nuna_jax.presets import preset
     from nuna_jax.sim import simulate_batch
     coll, size, gpus, tbs = case
     s = preset("table2", n_gpus=gpus)
-    plan = make_plan(coll, gpus, size, tbs_per_gpu=tbs)
+    from nuna_jax.scenario import generated_plan
+    plan = generated_plan(s, coll, size, tbs_per_gpu=tbs)   # page-aligned slots, as every scenario (D3)
     t0 = time.perf_counter()
     big = gpus > 8
     r = optimize(s, plan, steps=steps, seeds=seeds, search_budget_s=search_s, n_simulate=1 if big else 3)

@@ -20,7 +20,7 @@ from .system import System
 from .lowering import build_traffic
 from .traffic import Traffic
 
-__all__ = ["Scenario", "make_scenario", "search_nar_granularity", "POLICIES",
+__all__ = ["Scenario", "make_scenario", "generated_plan", "search_nar_granularity", "POLICIES",
            "COLLECTIVES", "ALGORITHMS"]
 
 
@@ -65,6 +65,16 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
     return pl, best[2]
 
 
+def generated_plan(system: System, collective: str, size_bytes: int, *, algorithm: str = "direct",
+                   tbs_per_gpu: int | None = None, elem_bytes: int = 2, slot_align_bytes: int | None = None):
+    """The generated plan every scenario uses (:func:`plans.make_plan` for ``system.n_gpus``), per-GPU
+    slots aligned to the system's page unless ``slot_align_bytes`` says otherwise (docs/policies.md,
+    "Modelling choices", D3)."""
+    align = int(system.page_bytes) if slot_align_bytes is None else int(slot_align_bytes)
+    return make_plan(collective, system.n_gpus, size_bytes, algorithm=algorithm, tbs_per_gpu=tbs_per_gpu,
+                     elem_bytes=elem_bytes, slot_align_bytes=align)
+
+
 def make_scenario(system: System, *, collective: str | None = None, plan_file: str | None = None,
                   size_bytes: int, policy: str, tbs_per_gpu: int | None = None,
                   nar_granularity: int | None = None, algorithm: str = "direct",
@@ -99,8 +109,8 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
             raise ValueError(f"plan file {plan_file!r} is for {plan.n_gpus} GPUs but the system has "
                              f"n_gpus={system.n_gpus} (use --gpus {plan.n_gpus})")
     else:
-        plan = make_plan(collective, system.n_gpus, size_bytes, algorithm=algorithm,
-                         tbs_per_gpu=tbs_per_gpu, elem_bytes=elem_bytes, slot_align_bytes=align)
+        plan = generated_plan(system, collective, size_bytes, algorithm=algorithm, tbs_per_gpu=tbs_per_gpu,
+                              elem_bytes=elem_bytes, slot_align_bytes=align)
     if (opts.nar_granularity is None and opts.nap_granularity == "search"
             and policy_parts(name)[0] == "nap"):
         pl, t = search_nar_granularity(system, plan, name, opts)

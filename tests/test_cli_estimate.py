@@ -84,3 +84,23 @@ def test_policy_all_simulate_and_plot(capsys, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["estimate", "--collective", "allgather", "--size", "20kB", "--policy", "ua", "--simulate"]) == 2
     assert "--policy all" in capsys.readouterr().err
+
+
+def test_optimize_flag_needs_policy_all_and_simulate(capsys):
+    assert main(["estimate", "--collective", "allgather", "--size", "20kB", "--policy", "nap+nar", "--optimize"]) == 2
+    assert "--policy all" in capsys.readouterr().err
+    assert main(["estimate", "--collective", "allgather", "--size", "20kB", "--policy", "all", "--optimize"]) == 2
+    assert "--simulate" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_policy_all_with_optimized_row(capsys):
+    """The OPTIMIZED row is judged by the simulator and never slower than NAP+NAR (the search keeps
+    NAP+NAR when nothing it finds simulates faster, issue 12)."""
+    d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "20kB", "--gpus", "2",
+                          "--policy", "all", "--simulate", "--optimize", "--json"])
+    rows = {r["policy"]: r for r in d["policies"]}
+    opt, nap = rows["OPTIMIZED"], rows["NAP+NAR"]
+    assert opt["simulated_ns"] <= nap["simulated_ns"] * (1 + 1e-9)
+    assert opt["simulated_ns"] >= opt["lower_bound_ns"] * (1 - 1e-6)
+    assert opt["sim_speedup_over_ua"] == pytest.approx(rows["UA"]["simulated_ns"] / opt["simulated_ns"])

@@ -39,7 +39,11 @@ def add_parser(sub) -> None:
     p.add_argument("--simulate", action="store_true",
                    help="with --policy all: also run the exact flit simulator on every configuration "
                         "(simulated_ns, sim_speedup_over_ua)")
-    add_plot_arg(p, "with --policy all: UA beside NAP+NAR on one GPU's mesh (CUs, HBM bytes, port load)")
+    p.add_argument("--optimize", action="store_true",
+                   help="with --policy all --simulate: add the gradient-searched placement (nuna-jax optimize, "
+                        "default settings; about a minute on a 2-core CPU) as an OPTIMIZED row")
+    add_plot_arg(p, "with --policy all: UA beside NAP+NAR (and the optimized placement) on one GPU's mesh "
+                    "(CUs, HBM bytes, port load)")
 
 
 def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
@@ -73,13 +77,33 @@ def _one(s, args, policy: str, simulate: bool = False):
     return d, sc
 
 
+def _optimized(args, nap, ua_row):
+    """(report row, plot panel) of the gradient-searched placement on NAP+NAR's plan (``optim.optimize``)."""
+    from ..lowering import build_traffic
+    from ..models.contention import evaluate
+    from ..optim.driver import optimize
+    o = optimize(nap.system, nap.plan)
+    t = build_traffic(nap.system, nap.plan, o["placement"])
+    r = evaluate(nap.system, t, args.temperature)
+    d = {"policy": "OPTIMIZED", **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns",
+                                                      "temperature_ns")},
+         "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": t.total_flits, "n_gpus": nap.system.n_gpus,
+         "simulated_ns": float(o["simulated_ns"]), "speedup_over_ua": ua_row["time_ns"] / r["time_ns"],
+         "sim_speedup_over_ua": ua_row["simulated_ns"] / float(o["simulated_ns"]),
+         "optimize": {k: o[k] for k in ("relaxed_ns", "rounded_estimate_ns", "speedup_vs_nap_nar", "wall_s",
+                                        "source", "granularity")}}
+    return d, ("optimized", nap.system, o["placement"], t)
+
+
 def run(args) -> int:
     if args.network:
         return _run_network(args)
     check_plot_path(args)
-    if (args.simulate or args.plot) and str(args.policy).strip().lower() != "all":
-        raise ValueError("--simulate and --plot go with --policy all (use `nuna-jax simulate` / `place --plot` "
-                         "for one policy)")
+    if (args.simulate or args.plot or args.optimize) and str(args.policy).strip().lower() != "all":
+        raise ValueError("--simulate, --optimize and --plot go with --policy all (use `nuna-jax simulate` / "
+                         "`place --plot` / `optimize` for one policy)")
+    if args.optimize and not args.simulate:
+        raise ValueError("--optimize needs --simulate (the optimized placement is judged by the simulator)")
     s = system_from_args(args)
     size = parse_size(args.size)
     pol = str(args.policy).strip().lower()
@@ -98,9 +122,13 @@ def run(args) -> int:
             if args.simulate:
                 r["sim_speedup_over_ua"] = rows[0]["simulated_ns"] / r["simulated_ns"]
         scs = dict(zip(POLICY_ORDER, (sc for _, sc in done)))
+        panels = [(k, scs[k].system, scs[k].placement, scs[k].traffic) for k in ("UA", "NAP+NAR")]
+        if args.optimize:
+            row, panel = _optimized(args, scs["NAP+NAR"], rows[0])
+            rows.append(row)
+            panels.append(panel)
         from ..plots import compare_figure
-        write_plot(args, lambda: compare_figure([(k, scs[k].system, scs[k].placement, scs[k].traffic)
-                                                 for k in ("UA", "NAP+NAR")]))
+        write_plot(args, lambda: compare_figure(panels))
         out = {**head, "policies": rows}
         if args.json:
             emit_json(out)
