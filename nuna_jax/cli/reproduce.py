@@ -45,7 +45,8 @@ EXPERIMENTS = {
     "fig13": Experiment("fig13_nar_granularity.py", "NUNA Fig. 13: NAR granularity", ("--no-sim",), True),
     "fig9": Experiment("fig9_speedup.py", "NUNA Fig. 9: speedup vs size and GPUs", ("--quick",), True),
     "fig10": Experiment("fig10_latency_hist.py", "NUNA Fig. 10: store-latency histograms (simulator)"),
-    "fig14": Experiment("fig14_gemm_interference.py", "NUNA Fig. 14: All-Gather beside a GEMM (simulator)"),
+    "fig14": Experiment("fig14_gemm_interference.py", "NUNA Fig. 14: All-Gather beside a GEMM (simulator)",
+                        ("--quick",)),
     "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",)),
     # last: the report reads every JSON above (and experiments/out/*.jsonl of fidelity_device.py)
     "report": Experiment("fidelity_table.py", "docs/reproduction.md + docs/fidelity.md from the experiments' JSON"),
