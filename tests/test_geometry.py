@@ -116,3 +116,29 @@ def test_numpy_in_numpy_out_and_jax_in_jax_out():
                                                                                            jnp.asarray(dst))))
     # jitted (traced) inputs take the JAX branch
     assert int(jax.jit(lambda a, b: mesh.hops(S, a, b).sum())(jnp.asarray(src), jnp.asarray(dst))) == int(h_np.sum())
+
+
+def test_hbm_endpoints_lie_along_each_stacks_stretch():
+    """Table 2: 8 stacks per edge over 24 columns, so stack i's stretch is columns 3i .. 3i+2 and
+    its 3 channels sit on exactly those routers of its edge row (hand count); k = 1 is the centre."""
+    s = preset("table2")
+    ep = mesh.hbm_endpoint_router(s).reshape(s.n_hbm_stacks, s.hbm_routers_per_stack)
+    x, y = mesh.router_xy(s, ep)
+    for stack in range(16):
+        i, row = stack % 8, (0 if stack < 8 else 5)
+        assert x[stack].tolist() == [3 * i, 3 * i + 1, 3 * i + 2]
+        assert set(y[stack].tolist()) == {row}
+    one = preset("table2", hbm_routers_per_stack=1)
+    assert np.array_equal(mesh.hbm_endpoint_router(one), mesh.stack_router(one))
+    # the channel of a flit address: (a // flit) mod k
+    assert mesh.hbm_channel(s, [0, 255, 256, 512, 768]).tolist() == [0, 0, 1, 2, 0]
+
+
+def test_hbm_routers_per_stack_is_checked_against_the_stretch():
+    with pytest.raises(ValueError, match="hbm_routers_per_stack=4 exceeds the 3 router"):
+        preset("table2", hbm_routers_per_stack=4)
+    with pytest.raises(ValueError, match="hbm_routers_per_stack"):
+        preset("table2", hbm_routers_per_stack=0)
+    # not given: the full stretch of the mesh at hand (16 columns, 4 stacks per edge: 4 routers)
+    assert from_params(mesh_cols=16, n_dies=4, n_hbm_stacks=8).hbm_routers_per_stack == 4
+    assert from_params(mesh_cols=8, n_dies=4, n_hbm_stacks=16).hbm_routers_per_stack == 1
