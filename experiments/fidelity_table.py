@@ -145,7 +145,7 @@ def headline(ix, L):
 def sensitivity(ix, variants, L):
     L += ["## Sensitivity to each modelling choice (item 2)", "",
           "Each variant flips one choice of docs/policies.md \"Modelling choices\" away from its default "
-          "(`previous` flips all of D1, D3, D4, D5 back). 8 GPUs, All-Gather, 7 threadblocks per GPU. "
+          "(`previous` flips all of D1, D2b, D3, D4, D5 back). 8 GPUs, All-Gather, 7 threadblocks per GPU. "
           "UA: simulated completion (ns); the others: simulated speedup over UA of the same variant "
           "(estimate in parentheses).", ""]
     for n in (10**5, 10**6, 10**7):
