@@ -112,6 +112,9 @@ def run(args) -> int:
     if args.jobs < 1 or args.jobs > 256:
         raise ValueError(f"--jobs must lie in [1, 256], got {args.jobs}")
     root = experiments_dir()
+    if args.quick and not args.json:
+        print("note: --quick writes its reduced grids over experiments/out and experiments/data "
+              "(`git checkout experiments` restores the committed full-grid results)", file=sys.stderr)
     from ..progress import Progress
 
     def command(name):
