@@ -110,7 +110,8 @@ def socket_figure(system, placement, traffic, *, gpu=0, title=None) -> Figure:
 
 
 def compare_figure(scenarios, *, gpu=0, _single=False) -> Figure:
-    """Several ``(label, system, placement, traffic)`` side by side (two per row), the port and HBM
+    """Several ``(label, system, placement, traffic)`` side by side (two per row; an odd count in one
+    column), the port and HBM
     colour scales shared, e.g. UA beside NAP+NAR: where the threadblocks, pages and ports sit
     (NUNA Figures 1 and 6).  Axes: one socket per scenario and two colour bars."""
     scenarios = list(scenarios)
@@ -120,7 +121,7 @@ def compare_figure(scenarios, *, gpu=0, _single=False) -> Figure:
     port_norm = _norm(*(d[k] for d in data for k in ("egress", "ingress")))
     hbm_norm = _norm(*(d[k] for d in data for k in ("read", "written")))
     n = len(scenarios)
-    ncols = min(n, 2)
+    ncols = 2 if n % 2 == 0 else 1   # an odd count stacks in one column: no empty panel
     nrows = -(-n // ncols)
     xl, yl = mesh_extent(scenarios[0][1])
     w_ax = min(9.5, max(5.0, 0.33 * (xl[1] - xl[0])))  # inches per panel, the socket's aspect kept
