@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from claims import best_by_sim  # noqa: E402
 OUT = ROOT / "experiments" / "out"
 POL = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP*", "NAP", "NAP+NAR")
 DEF, PREV = "default", "previous (main before issue 10)"
@@ -96,13 +97,7 @@ def headline_best(rows, L):
     if not rows:
         L += ["Not run (experiments/out/headline.jsonl missing).", ""]
         return
-    best = {}
-    for r in rows:
-        if "sim_ns" not in r:
-            continue
-        k = (r["variant"], int(r["size"]), r["policy"])
-        if k not in best or r["sim_ns"] < best[k]["sim_ns"]:
-            best[k] = r
+    best = best_by_sim(rows, lambda r: (r["variant"], int(r["size"]), r["policy"]))
     L += ["Each configuration at its fastest of 7, 28, 112 threadblocks per GPU (simulator); speedup over UA at "
           "its own best count; (threadblocks, granularity) in parentheses.", "",
           "| size | UA best (ns) | UA+NAR | NUMA+NAR | NAP | NAP+NAR before | NAP+NAR after |", "|---|---|---|---|---|---|---|"]
@@ -249,13 +244,7 @@ def fig9_sim(rows, L):
     if not rows:
         L += ["Not run (experiments/out/fig9.jsonl missing).", ""]
         return
-    best = {}
-    for r in rows:
-        if "sim_ns" not in r:
-            continue
-        k = (r.get("collective", "allgather"), r["n_gpus"], int(r["size"]), r["policy"])
-        if k not in best or r["sim_ns"] < best[k]["sim_ns"]:
-            best[k] = r
+    best = best_by_sim(rows, lambda r: (r.get("collective", "allgather"), r["n_gpus"], int(r["size"]), r["policy"]))
     L += ["Speedup over UA, simulated (analytical estimate in parentheses), each configuration at its fastest "
           "of 1, 4, 16 x (n - 1) threadblocks per GPU by the simulator (1 and 4 x at 64 GPUs); the estimate "
           "column is the estimate of that same placement. UA: best simulated time (threadblocks).", "",
