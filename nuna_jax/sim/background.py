@@ -154,7 +154,7 @@ def gemm_background(system: System, *, gemm_bytes: int, n_tiles: int = 100, avoi
                 if nfl == 0:
                     continue
                 j = np.arange(nfl) + i
-                per_ep = np.bincount((j % n_st) * n_ch + (j // n_st) % n_ch, minlength=n_st * n_ch)
+                per_ep = np.bincount(hbm_endpoint(system, j % n_st, (j // n_st) % n_ch), minlength=n_st * n_ch)
                 for e in np.flatnonzero(per_ep):
                     for key, v in (("gpu", g), ("cu", c), ("stack", e // n_ch), ("channel", e % n_ch),
                                    ("kind", kind), ("flits", per_ep[e]), ("tb", 1_000_000 + i), ("step", step)):

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import geometry as geo
 from .. import path
 from ..system import System
 from ..traffic import Traffic, make_traffic, validate
@@ -247,11 +248,11 @@ def _segments_of_traffic(system: System, t: Traffic):
     lay = path.resource_layout(system)
     # stacks enter as endpoints (stack channel: its router), e = stack * k + channel
     k = system.hbm_routers_per_stack
-    ns, npt = system.n_hbm_stacks * k, system.n_io_ports
+    ns, npt = geo.n_hbm_endpoints(system), system.n_io_ports
     cu = np.asarray(t.cu, np.int64)
-    rs = np.asarray(t.read_stack, np.int64) * k + np.asarray(t.read_channel, np.int64)
+    rs = geo.hbm_endpoint(system, np.asarray(t.read_stack, np.int64), np.asarray(t.read_channel, np.int64))
     pt = np.asarray(t.port, np.int64)
-    ds = np.asarray(t.dst_stack, np.int64) * k + np.asarray(t.dst_channel, np.int64)
+    ds = geo.hbm_endpoint(system, np.asarray(t.dst_stack, np.int64), np.asarray(t.dst_channel, np.int64))
     ua, inv_a = np.unique(cu * ns + rs, return_inverse=True)
     ub, inv_b = np.unique(cu * npt + pt, return_inverse=True)
     uc, inv_c = np.unique(pt, return_inverse=True)
@@ -298,9 +299,8 @@ def _background_part(system: System, background, traffic_issuers, lay):
     if clash:
         raise ValueError(f"background flows share CU(s) with the traffic (global CU ids {clash[:5]}...); "
                          "put background threadblocks on CUs the collective does not use")
-    n_ch = system.hbm_routers_per_stack
-    n_ep = system.n_hbm_stacks * n_ch
-    ep = np.asarray(background.stack, np.int64) * n_ch + np.asarray(background.channel, np.int64)
+    n_ch, n_ep = system.hbm_routers_per_stack, geo.n_hbm_endpoints(system)
+    ep = geo.hbm_endpoint(system, np.asarray(background.stack, np.int64), np.asarray(background.channel, np.int64))
     key = (np.asarray(background.kind, np.int64) * system.n_cus + np.asarray(background.cu, np.int64)) * n_ep + ep
     u, bg_inv = np.unique(key, return_inverse=True)
     z = np.zeros(u.shape[0], np.int64)
