@@ -57,20 +57,24 @@ def _closed_form(s, collective: str, size: int, algorithm: str) -> dict:
     return out
 
 
+def _model_row(args, label: str, system, traffic) -> dict:
+    """The path model's report row of one placement's traffic (``models.contention.evaluate``)."""
+    from ..models.contention import evaluate
+    r = evaluate(system, traffic, args.temperature)
+    return {"policy": label, **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns", "temperature_ns")},
+            "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": traffic.total_flits,
+            "n_gpus": system.n_gpus}
+
+
 def _one(s, args, policy: str, simulate: bool = False):
     """(report row, scenario) of one policy; ``simulate`` adds the exact simulator's completion time."""
     import copy
 
-    from ..models.contention import evaluate
     from .common import scenario_from_args
     a = copy.copy(args)
     a.policy = policy
     sc = scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
-    r = evaluate(sc.system, sc.traffic, args.temperature)
-    d = {"policy": policy.upper(), **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns",
-                                                         "temperature_ns")},
-         "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": sc.traffic.total_flits,
-         "n_gpus": sc.system.n_gpus, "scenario": sc.describe()}
+    d = {**_model_row(args, policy.upper(), sc.system, sc.traffic), "scenario": sc.describe()}
     if simulate:
         from ..sim import simulate as run_sim
         d["simulated_ns"] = float(run_sim(sc.system, sc.traffic).completion_ns)
@@ -80,18 +84,14 @@ def _one(s, args, policy: str, simulate: bool = False):
 def _optimized(args, nap, ua_row):
     """(report row, plot panel) of the gradient-searched placement on NAP+NAR's plan (``optim.optimize``)."""
     from ..lowering import build_traffic
-    from ..models.contention import evaluate
     from ..optim.driver import optimize
     o = optimize(nap.system, nap.plan)
     t = build_traffic(nap.system, nap.plan, o["placement"])
-    r = evaluate(nap.system, t, args.temperature)
-    d = {"policy": "OPTIMIZED", **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns",
-                                                      "temperature_ns")},
-         "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": t.total_flits, "n_gpus": nap.system.n_gpus,
-         "simulated_ns": float(o["simulated_ns"]), "speedup_over_ua": ua_row["time_ns"] / r["time_ns"],
-         "sim_speedup_over_ua": ua_row["simulated_ns"] / float(o["simulated_ns"]),
-         "optimize": {k: o[k] for k in ("relaxed_ns", "rounded_estimate_ns", "speedup_vs_nap_nar", "wall_s",
-                                        "source", "granularity")}}
+    d = _model_row(args, "OPTIMIZED", nap.system, t)
+    d.update({"simulated_ns": float(o["simulated_ns"]), "speedup_over_ua": ua_row["time_ns"] / d["time_ns"],
+              "sim_speedup_over_ua": ua_row["simulated_ns"] / float(o["simulated_ns"]),
+              "optimize": {k: o[k] for k in ("relaxed_ns", "rounded_estimate_ns", "speedup_vs_nap_nar", "wall_s",
+                                             "source", "granularity")}})
     return d, ("optimized", nap.system, o["placement"], t)
 
 

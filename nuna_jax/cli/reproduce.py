@@ -136,7 +136,7 @@ def run(args) -> int:
                     log = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: no child blocks on output
                     running[name] = (subprocess.Popen(command(name), cwd=root.parent, stdout=log,
                                                       stderr=subprocess.STDOUT, text=True), time.perf_counter(), log)
-                name = next(iter(running)) if args.jobs == 1 else _first_done(running)
+                name = _first_done(running)
                 proc, t0, log = running.pop(name)
                 proc.wait()
                 log.seek(0)
