@@ -41,7 +41,7 @@ def main():
     out = {"system": "table2", "n_gpus": 8, "collective": "allgather", "size_bytes": 10**6,
            "bin_ns": BIN_NS, "paper": PAPER, "policies": {}}
     for pol in ("ua", "nap+nar"):
-        sc = make_scenario(s, collective="allgather", size_bytes=10**6, policy=pol)
+        sc = make_scenario(s, collective="allgather", size_bytes=10**6, policy=pol, tbs_per_gpu="best")
         t0 = time.perf_counter()
         r = sim.simulate(s, sc.traffic)
         lat_ns = r.store_latency_ps / 1000.0
@@ -50,6 +50,7 @@ def main():
         hist, _ = np.histogram(lat_ns, bins=edges)
         stats = sim.latency_stats_ns(r.store_latency_ps)
         out["policies"][pol] = {
+            "tbs_per_gpu": sc.describe()["tbs_per_gpu"], "tbs_chosen_by": sc.tbs_chosen_by,
             "store_latency_ns": stats, "completion_ns": r.traffic_completion_ps / 1000,
             "zero_load_store_ns": {"mean": float(zl.mean()), "max": float(zl.max()), "min": float(zl.min())},
             "queueing_ns_mean": float(lat_ns.mean() - zl.mean()),

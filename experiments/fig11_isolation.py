@@ -27,6 +27,7 @@ from nuna_jax.plots.save import save_figure  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fig9_speedup import best_over_tbs, tbs_candidates, write  # noqa: E402
+from nuna_jax.scenario import TBS_BEST_MULTIPLES  # noqa: E402
 
 NAME = "fig11_isolation"
 POLICIES = FIGURE11_ORDER
@@ -45,7 +46,7 @@ PAPER = {
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-sim", action="store_true", help="skip the exact simulator column")
-    ap.add_argument("--tbs-mults", default="1,4,16",
+    ap.add_argument("--tbs-mults", default=",".join(str(m) for m in TBS_BEST_MULTIPLES),
                     help="threadblocks per GPU tried, as multiples of 7 (the best one is kept, NUNA 5.1)")
     ap.add_argument("--out", default=str(ROOT / "results" / NAME))
     a = ap.parse_args(argv)

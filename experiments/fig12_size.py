@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nuna_jax import preset  # noqa: E402
 from nuna_jax.plots.save import save_figure  # noqa: E402
 from fig9_speedup import best_over_tbs, tbs_candidates, write  # noqa: E402
+from nuna_jax.scenario import TBS_BEST_MULTIPLES  # noqa: E402
 
 NAME = "fig12_size"
 PAPER = {"up_to_1MB_range": [1.5, 1.9], "at_64MB": 1.1, "max": 1.8}
@@ -30,7 +31,7 @@ PAPER = {"up_to_1MB_range": [1.5, 1.9], "at_64MB": 1.1, "max": 1.8}
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tbs-mults", default="1,4,16")
+    ap.add_argument("--tbs-mults", default=",".join(str(m) for m in TBS_BEST_MULTIPLES))
     ap.add_argument("--out", default=str(ROOT / "results" / NAME))
     a = ap.parse_args(argv)
     s = preset("table2", n_gpus=8)

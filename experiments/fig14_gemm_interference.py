@@ -52,7 +52,7 @@ def main(argv=None):
            "gemm_mb_per_gpu": sizes, "policies": {},
            "paper": "NAP+NAR degrades only at a GEMM size about 2x larger than UA (section 6.6)"}
     for pol in POLICIES:
-        sc = make_scenario(s, collective="allgather", size_bytes=10**6, policy=pol)
+        sc = make_scenario(s, collective="allgather", size_bytes=10**6, policy=pol, tbs_per_gpu="best")
         avoid = np.unique(np.asarray(sc.traffic.cu))
         alone = sim.simulate(s, sc.traffic).traffic_completion_ps
         comp, walls = [], []
@@ -65,7 +65,8 @@ def main(argv=None):
             print(f"{pol:8s} GEMM {mb:6.2f} MB/GPU: all-gather {r.traffic_completion_ps / 1000:8.1f} ns "
                   f"(alone {alone / 1000:.1f}) speed {alone / r.traffic_completion_ps:.3f}  [{walls[-1]:.1f} s]")
         speed = [alone / c for c in comp]
-        out["policies"][pol] = {"alone_ns": alone / 1000, "completion_ns": [c / 1000 for c in comp],
+        out["policies"][pol] = {"tbs_per_gpu": sc.describe()["tbs_per_gpu"], "tbs_chosen_by": sc.tbs_chosen_by,
+                                "alone_ns": alone / 1000, "completion_ns": [c / 1000 for c in comp],
                                 "speed": speed, "wall_s": walls,
                                 "threshold_mb_0.95": threshold(sizes, speed, 0.95),
                                 "threshold_mb_0.90": threshold(sizes, speed, 0.90)}

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from nuna_jax import preset  # noqa: E402
 from nuna_jax.models.contention import evaluate  # noqa: E402
-from nuna_jax.scenario import make_scenario  # noqa: E402
+from nuna_jax.scenario import TBS_BEST_MULTIPLES, make_scenario  # noqa: E402
+from nuna_jax.scenario import tbs_candidates as _library_tbs_candidates  # noqa: E402
 from nuna_jax.plots.save import save_figure  # noqa: E402
 
 NAME = "fig9_speedup"
@@ -41,7 +42,8 @@ PAPER = {
 
 
 def tbs_candidates(g: int, mults) -> list[int]:
-    return sorted({max(1, int(m) * (g - 1)) for m in mults})
+    """The library's ``--tbs best`` set (``scenario.tbs_candidates``) for these multiples of n - 1."""
+    return list(_library_tbs_candidates(g, multiples=tuple(int(m) for m in mults)))
 
 
 def best_over_tbs(s, collective: str, size: int, policy: str, cands) -> dict | None:
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (for smoke tests)")
     ap.add_argument("--max-size-64", type=float, default=1e6, help="largest size run at 64 GPUs (bytes)")
-    ap.add_argument("--tbs-mults", default="1,4,16",
+    ap.add_argument("--tbs-mults", default=",".join(str(m) for m in TBS_BEST_MULTIPLES),
                     help="threadblocks per GPU tried, as multiples of n_gpus - 1 (best one kept)")
     ap.add_argument("--out", default=str(ROOT / "results" / NAME))
     a = ap.parse_args(argv)

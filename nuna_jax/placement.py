@@ -44,7 +44,7 @@ from .system import System
 __all__ = [
     "POLICIES", "Placement", "PolicyOptions", "place", "canonical_policy", "policy_parts",
     "FIGURE11_ORDER", "logical_allocation", "algorithm1", "default_nar_granularity", "cu_demand",
-    "stack_capacity_pages", "ua_cu_order", "round_robin_pages", "stack_domain", "CU_SHARING",
+    "stack_capacity_pages", "stack_budget_bytes", "STACK_BUDGET", "PageMap", "ua_cu_order", "round_robin_pages", "stack_domain", "CU_SHARING",
     "NAR_DOMAIN_BY", "NAP_GRANULARITY",
 ]
 
@@ -79,6 +79,7 @@ def policy_parts(name: str) -> tuple[str, str, bool]:
 CU_SHARING = ("spread", "requests")
 NAR_DOMAIN_BY = ("address", "threadblock")
 NAP_GRANULARITY = ("search", "default")
+STACK_BUDGET = ("served", "pages")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,12 +112,18 @@ class PolicyOptions:
         the best NAR granularity"; 4.1.2: it "may exhaustively try all
         available NAR granularities (the algorithm runs quickly)").
         ``"default"``: :func:`default_nar_granularity`.
+    stack_budget: how Algorithm 1 spends a stack's ``R_max`` (D6, :class:`PageMap`).
+        ``"served"`` (default, section 4.2.2 as written): the bandwidth-delay
+        product in bytes, decremented by every (threadblock, chunk) the stack
+        serves, a new window opened when no stack fits.  ``"pages"``: a fixed
+        page budget, each page counted once when placed.
     """
 
     nar_granularity: int | None = None
     cu_sharing: str = "spread"
     nar_domain_by: str = "address"
     nap_granularity: str = "search"
+    stack_budget: str = "served"
 
     def __post_init__(self):
         if self.cu_sharing not in CU_SHARING:
@@ -124,6 +131,9 @@ class PolicyOptions:
         if self.nar_domain_by not in NAR_DOMAIN_BY:
             raise ValueError(f"nar_domain_by must be one of {', '.join(NAR_DOMAIN_BY)}, "
                              f"got {self.nar_domain_by!r}")
+        if self.stack_budget not in STACK_BUDGET:
+            raise ValueError(f"stack_budget must be one of {', '.join(STACK_BUDGET)}, "
+                             f"got {self.stack_budget!r}")
         if self.nap_granularity not in NAP_GRANULARITY:
             raise ValueError(f"nap_granularity must be one of {', '.join(NAP_GRANULARITY)}, "
                              f"got {self.nap_granularity!r}")
@@ -146,6 +156,8 @@ class Placement:
     page_domain: Any = None       # [n_gpus, n_pages] NAR domain of each page (address routing), else None
     options: Any = None           # the PolicyOptions used
     granularity_search: Any = None  # {granularity: estimate_ns} when NAP chose its granularity
+    stack_budget: str = "none"    # "served" / "pages": Algorithm 1's stack budget (PageMap); "none": round robin
+    stack_windows: Any = None     # [n_gpus] bandwidth-delay windows opened per GPU ("served"), else None
 
     @property
     def routing_granularity(self) -> int:
@@ -172,6 +184,8 @@ class Placement:
             "n_logical_groups": None if self.groups is None else len(self.groups),
             "cu_capacity_requests": int(self.cu_capacity),
             "stack_capacity_pages": int(self.stack_capacity_pages),
+            "stack_budget": self.stack_budget,
+            "stack_windows_max": (None if self.stack_windows is None else int(np.max(self.stack_windows))),
             "nar_granularity_chosen_by": "search" if self.granularity_search else "fixed",
             "nar_granularity_search_ns": (None if not self.granularity_search else
                                           {str(k): float(v) for k, v in self.granularity_search.items()}),
@@ -215,10 +229,18 @@ def cu_demand(s: System, plan: Plan, cu_sharing: str = "spread") -> np.ndarray:
 
 
 def stack_capacity_pages(s: System, plan: Plan) -> int:
-    """R_max of a stack in pages: ``max(floor(BDP / page), ceil(address pages / n_stacks))``."""
-    bdp = float(np.asarray(s.hbm_bw_bytes_per_ns)) * float(np.asarray(s.hbm_latency_ns))
+    """Fixed page budget of a stack for ``stack_budget="pages"`` (D6):
+    ``max(floor(BDP / page), ceil(address pages / n_stacks))``."""
     fair = -(-plan.address_pages(s.page_bytes) // s.n_hbm_stacks)
-    return int(max(int(bdp // s.page_bytes), fair, 1))
+    return int(max(stack_budget_bytes(s) // s.page_bytes, fair, 1))
+
+
+def stack_budget_bytes(s: System) -> int:
+    """``R_max`` of an HBM stack (section 4.2.2): the bandwidth-delay product
+    ``hbm_bw_bytes_per_ns x hbm_latency_ns`` in bytes (375,000 B on Table 2), at
+    least one page (a page must fit one window)."""
+    bdp = float(np.asarray(s.hbm_bw_bytes_per_ns)) * float(np.asarray(s.hbm_latency_ns))
+    return int(max(round(bdp), int(s.page_bytes)))
 
 
 def round_robin_pages(s: System, plan: Plan) -> np.ndarray:
@@ -327,39 +349,116 @@ def stack_order_by_router(s: System) -> np.ndarray:
 
 
 class PageMap:
-    """Page -> stack map with per-(gpu, stack) page budgets (first come, first served)."""
+    """Page -> stack map under Algorithm 1's stack budget (section 4.2.2, lines 16-18).
 
-    def __init__(self, s: System, plan: Plan, cap: int):
+    ``budget="served"`` (default, Algorithm 1 as written): every stack of every
+    GPU starts with ``R_max = window_bytes`` (the bandwidth-delay product,
+    :func:`stack_budget_bytes`), and every chunk a threadblock serves charges
+    the stacks that hold it with the chunk's bytes (line 18, ``R[stack] -=
+    cs``), also when its pages were placed earlier by another threadblock.
+    Serving a chunk: first the stacks already holding some of its pages are
+    charged; then each of its unplaced pages, in address order, goes to the
+    first stack in ``order`` whose remaining budget fits the page's share of
+    the chunk (first fit, "preferring the CU's nearest stack").  When no stack
+    of the GPU fits, every stack of that GPU opens a new window (``R += R_max``):
+    the data already in flight has drained (the budget is "the volume of data
+    that can be in flight before saturation"), so a GPU whose traffic exceeds
+    ``n_stacks x R_max`` spreads its pages evenly, window by window, nearest
+    stacks first in each window.
+
+    ``budget="pages"``: each page is charged once, in whole pages, against a
+    fixed page budget ``cap_pages`` per stack (:func:`stack_capacity_pages`);
+    the reading before Algorithm 1's per-chunk decrement was modelled
+    (docs/policies.md, D6).
+    """
+
+    def __init__(self, s: System, plan: Plan, cap_pages: int | None = None, budget: str = "served"):
+        if budget not in STACK_BUDGET:
+            raise ValueError(f"stack_budget must be one of {', '.join(STACK_BUDGET)}, got {budget!r}")
         self.ps = np.full((plan.n_gpus, plan.address_pages(s.page_bytes)), -1, np.int16)
         self.pd = np.full(self.ps.shape, -1, np.int16)  # NAR domain of the group that placed the page
-        self.rem = np.full((plan.n_gpus, s.n_hbm_stacks), cap, np.int64)
-        self.page = s.page_bytes
+        self.page = int(s.page_bytes)
+        self.budget = budget
+        if budget == "pages":
+            cap = stack_capacity_pages(s, plan) if cap_pages is None else int(cap_pages)
+            self.window = cap * self.page     # a page charges page_bytes once; never refilled
+        else:
+            self.window = stack_budget_bytes(s)
+        self.rem = np.full((plan.n_gpus, s.n_hbm_stacks), self.window, np.int64)
+        self.windows = np.ones(plan.n_gpus, np.int64)  # windows opened per GPU (served budget)
+
+    def _charge(self, gpu: int, pages: np.ndarray, nbytes: np.ndarray) -> None:
+        st = self.ps[gpu, pages].astype(np.int64)
+        self.rem[gpu] -= np.bincount(st, weights=nbytes, minlength=self.rem.shape[1]).astype(np.int64)
+
+    def _refill(self, gpu: int, order: np.ndarray, need: int) -> None:
+        """Open as many windows as it takes for one stack of ``order`` to fit ``need`` bytes."""
+        if self.budget == "pages":
+            raise AssertionError("stack budget exhausted")  # cannot happen: cap >= pages / n_stacks
+        k = max(1, int(np.min(-(-(need - self.rem[gpu, order]) // self.window))))
+        self.rem[gpu] += k * self.window
+        self.windows[gpu] += k
+
+    def _one(self, gpu: int, page: int, b: int, order: np.ndarray, domain: int) -> None:
+        rem = self.rem[gpu]
+        ok = np.flatnonzero(rem[order] >= b)
+        if ok.size == 0:
+            self._refill(gpu, order, b)
+            ok = np.flatnonzero(rem[order] >= b)
+        st = int(order[ok[0]])
+        self.ps[gpu, page], self.pd[gpu, page] = st, domain
+        rem[st] -= b
+
+    def _full(self, gpu: int, pages: np.ndarray, order: np.ndarray, domain: int) -> None:
+        """Place ``pages`` (all charged ``page_bytes``) first fit in ``order``, window by window."""
+        rem, left, at = self.rem[gpu], pages.size, 0
+        while left:
+            take = np.maximum(rem[order] // self.page, 0)
+            upto = np.minimum(np.concatenate([[0], np.cumsum(take)]), left)
+            cnt = np.diff(upto)
+            n = int(upto[-1])
+            self.ps[gpu, pages[at:at + n]] = np.repeat(order, cnt)
+            self.pd[gpu, pages[at:at + n]] = domain
+            rem[order] -= cnt * self.page
+            at, left = at + n, left - n
+            if left:
+                self._refill(gpu, order, self.page)
 
     def place(self, gpu: int, addr: int, nbytes: int, order: np.ndarray, domain: int = 0) -> None:
-        p0, p1 = addr // self.page, (addr + nbytes - 1) // self.page
-        row, rem = self.ps[gpu], self.rem[gpu]
-        if p0 == p1:  # fast path: one page
+        """Serve the chunk ``[addr, addr + nbytes)`` of ``gpu``: charge its placed pages, place the rest."""
+        P = self.page
+        p0, p1 = addr // P, (addr + nbytes - 1) // P
+        row = self.ps[gpu]
+        if self.budget == "pages":   # a page is charged once, when it is placed
+            free = p0 + np.flatnonzero(row[p0:p1 + 1] < 0)
+            if free.size:
+                self._full(gpu, free, order, domain)
+            return
+        if p0 == p1:  # fast path: a chunk inside one page
             if row[p0] >= 0:
-                return
-            for st in order:
-                if rem[st] > 0:
-                    row[p0] = st
-                    self.pd[gpu, p0] = domain
-                    rem[st] -= 1
-                    return
-            raise AssertionError("stack budget exhausted")  # cannot happen: budget >= pages
-        seg = row[p0:p1 + 1]
-        free = np.flatnonzero(seg < 0)
+                self.rem[gpu, row[p0]] -= nbytes
+            else:
+                self._one(gpu, p0, nbytes, order, domain)
+            return
+        pages = np.arange(p0, p1 + 1)
+        share = np.full(pages.size, P, np.int64)           # the chunk's bytes in each of its pages
+        share[0] = P * (p0 + 1) - addr
+        share[-1] = addr + nbytes - P * p1
+        placed = row[p0:p1 + 1] >= 0
+        if placed.any():
+            self._charge(gpu, pages[placed], share[placed])
+        free = np.flatnonzero(~placed)
         if free.size == 0:
             return
-        avail = rem[order]
-        upto = np.minimum(np.concatenate([[0], np.cumsum(avail)]), free.size)
-        cnt = np.diff(upto)
-        if upto[-1] != free.size:
-            raise AssertionError("stack budget exhausted")
-        seg[free] = np.repeat(order, cnt)
-        self.pd[gpu, p0 + free] = domain
-        rem[order] -= cnt
+        head = free[0] == 0 and share[0] < P
+        tail = free[-1] == pages.size - 1 and share[-1] < P and free.size > int(head)
+        if head:
+            self._one(gpu, p0, int(share[0]), order, domain)
+        mid = free[int(head):free.size - int(tail)]
+        if mid.size:
+            self._full(gpu, pages[mid], order, domain)
+        if tail:
+            self._one(gpu, p1, int(share[-1]), order, domain)
 
 
 def _first_fit(rem_row: np.ndarray, order: np.ndarray, need: int, start: int) -> int:
@@ -437,7 +536,8 @@ def _place_numa(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarra
 
 
 def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True,
-               groups: list | None = None, demand: np.ndarray | None = None):
+               groups: list | None = None, demand: np.ndarray | None = None,
+               stack_budget: str = "served"):
     """NUNA Algorithm 1 (section 4.2): NAP threadblock and memory placement.
 
     ``L = logical_allocation(W)``; ``nar = 0``; for each group ``L_i``:
@@ -447,7 +547,7 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
     to domain ``nar``'s ports, whose remaining outstanding-request budget
     fits the threadblock's demand, and places the pages of its chunks
     (steps in order; source chunk then destination chunk) on the nearest
-    stacks with page budget left: a chunk on the threadblock's own GPU by
+    stacks whose budget fits (:class:`PageMap`, ``stack_budget``): a chunk on the threadblock's own GPU by
     distance from the chosen CU, a chunk on another GPU by distance from the
     domain's (ingress) ports, which are the same physical ports there
     (rail-optimized planes).  A page keeps the stack of the first chunk that
@@ -457,20 +557,19 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
     The domain of the group that places a page is recorded with it (the NAR
     address segment the driver maps the page into, section 4.2.3).
 
-    Returns ``(tb_cu, tb_domain, page_stack or None, groups, group_domain,
-    page_domain or None)``.
+    Returns ``(tb_cu, tb_domain, pages (the :class:`PageMap`) or None, groups,
+    group_domain)``.
     """
     dom = nar_domains(s, nar_max)
     if groups is None:
         groups = logical_allocation(plan)
     if demand is None:
         demand = cu_demand(s, plan)
-    cap = stack_capacity_pages(s, plan)
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
     ptr = np.zeros((plan.n_gpus, nar_max), np.int64)  # first CU in order with rem > 0
     tb_cu = np.full(plan.n_tbs, -1, np.int64)
     tb_dom = np.zeros(plan.n_tbs, np.int64)
-    pages = PageMap(s, plan, cap) if place_memory else None
+    pages = PageMap(s, plan, budget=stack_budget) if place_memory else None
     st_by_router = stack_order_by_router(s)
     cr = cu_router(s)
     saddr, daddr = plan.src_addr(s.page_bytes), plan.dst_addr(s.page_bytes)
@@ -498,8 +597,7 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
                     pages.place(g, int(saddr[r]), nb, local, nar)
                     h = int(plan.dst_gpu[r])
                     pages.place(h, int(daddr[r]), nb, dom.stack_order[nar], nar)
-    return (tb_cu, tb_dom, (pages.ps if pages else None), groups, group_domain,
-            (pages.pd if pages else None))
+    return tb_cu, tb_dom, pages, groups, group_domain
 
 
 # ---------------------------------------------------------------------------
@@ -563,11 +661,15 @@ def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = No
     group_domain = None
     used_groups = None
     pd = None
+    windows = None
     if tbp == "nap":
-        tb_cu, tb_dom, ps, used_groups, group_domain, pd = algorithm1(
-            s, plan, g, place_memory=(mem == "nap"), groups=groups, demand=demand)
+        tb_cu, tb_dom, pages, used_groups, group_domain = algorithm1(
+            s, plan, g, place_memory=(mem == "nap"), groups=groups, demand=demand,
+            stack_budget=opts.stack_budget)
         if mem == "rr":
             ps, pd = round_robin_pages(s, plan), None
+        else:
+            ps, pd, windows = pages.ps, pages.pd, (pages.windows if pages.budget == "served" else None)
     else:
         ps = round_robin_pages(s, plan)
         if tbp == "ua":
@@ -593,4 +695,5 @@ def place(s: System, plan: Plan, policy: str, options: PolicyOptions | None = No
         page_stack=ps, domains=dom, placement_granularity=(g if tbp == "nap" or use_nar else 1),
         cu_demand=demand, cu_capacity=int(s.max_outstanding_per_cu), stack_capacity_pages=cap,
         groups=used_groups, group_domain=group_domain, tb_gpu=plan.tb_gpu,
-        page_domain=page_domain, options=opts)
+        page_domain=page_domain, options=opts,
+        stack_budget=(opts.stack_budget if mem == "nap" else "none"), stack_windows=windows)

@@ -20,8 +20,13 @@ from .system import System
 from .lowering import build_traffic
 from .traffic import Traffic
 
-__all__ = ["Scenario", "make_scenario", "generated_plan", "search_nar_granularity", "POLICIES",
-           "COLLECTIVES", "ALGORITHMS"]
+__all__ = ["Scenario", "make_scenario", "generated_plan", "search_nar_granularity", "tbs_candidates",
+           "TBS_BEST_MULTIPLES", "TBS_BEST_MAX", "POLICIES", "COLLECTIVES", "ALGORITHMS"]
+
+# "the best-performing number of threadblocks" (NUNA 5.1): the candidates are these multiples of
+# one threadblock per peer, up to the paper's high-parallelization count (1,008 per GPU, 6.5)
+TBS_BEST_MULTIPLES = (1, 4, 16)
+TBS_BEST_MAX = 1008
 
 
 class Scenario(NamedTuple):
@@ -29,13 +34,37 @@ class Scenario(NamedTuple):
     plan: Plan
     placement: Placement
     traffic: Traffic
+    tbs_search: dict | None = None       # {threadblocks per GPU: estimate_ns} when tbs_per_gpu="best"
+    tbs_chosen_by: str = "fixed"         # "search" (best), "fixed" (given), "default" (n_gpus - 1), "plan" (MSCCL)
 
     def describe(self) -> dict:
-        """JSON-ready summary of what was built (plan, policy, routing, traffic size)."""
+        """JSON-ready summary of what was built (plan, policy, routing, traffic size, threadblock count)."""
         out = {"plan": self.plan.describe(), "placement": self.placement.describe()}
         out["traffic"] = {"n_flows": self.traffic.n_flows, "flits": self.traffic.total_flits,
                           "bytes": self.traffic.total_bytes}
+        out["tbs_per_gpu"] = int(self.plan.tbs_per_gpu.max(initial=0))
+        out["tbs_chosen_by"] = self.tbs_chosen_by
+        out["tbs_search_ns"] = (None if self.tbs_search is None else
+                                {str(k): float(v) for k, v in self.tbs_search.items()})
         return out
+
+
+def tbs_candidates(n_gpus: int, algorithm: str = "direct",
+                   multiples: tuple[int, ...] = TBS_BEST_MULTIPLES) -> tuple[int, ...]:
+    """Threadblock counts per GPU that ``tbs_per_gpu="best"`` tries (NUNA 5.1: "the best-performing
+    number of threadblocks"): ``k x (n_gpus - 1)`` for ``k`` in ``multiples`` (default
+    :data:`TBS_BEST_MULTIPLES`), those up to :data:`TBS_BEST_MAX` (8 GPUs: 7, 28, 112; 64 GPUs:
+    63, 252, 1008; 128 GPUs: 127, 508), at least one."""
+    from .plans import default_tbs_per_gpu
+    base = default_tbs_per_gpu(n_gpus, algorithm)
+    out = [k * base for k in sorted(multiples) if k * base <= max(TBS_BEST_MAX, base)]
+    return tuple(dict.fromkeys(out))
+
+
+def _estimate(system: System, t: Traffic) -> float:
+    """The path model's estimate (``evaluate``'s ``time_ns``), ns."""
+    from .models.contention import bucket_rows, estimate_ns, pad_flows, resolve_n_phases
+    return float(estimate_ns(system, pad_flows(t, bucket_rows(t.n_flows)), n_phases=resolve_n_phases(t)))
 
 
 def search_nar_granularity(system: System, plan: Plan, policy: str,
@@ -49,8 +78,6 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
     granularity).  Returns the chosen placement (its ``granularity_search``
     holds every candidate's estimate) and its traffic.
     """
-    from .models.contention import bucket_rows, estimate_ns, pad_flows, resolve_n_phases
-
     opts = options or PolicyOptions()
     best = None
     costs = {}
@@ -58,7 +85,7 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
         pl = place(system, plan, policy, dataclasses.replace(opts, nar_granularity=g))
         t = build_traffic(system, plan, pl)
         # the estimate alone (what ``evaluate`` reports as time_ns): a smaller program to compile
-        costs[g] = float(estimate_ns(system, pad_flows(t, bucket_rows(t.n_flows)), n_phases=resolve_n_phases(t)))
+        costs[g] = _estimate(system, t)
         if best is None or costs[g] < best[0]:
             best = (costs[g], pl, t)
     pl = dataclasses.replace(best[1], granularity_search=costs)
@@ -76,7 +103,7 @@ def generated_plan(system: System, collective: str, size_bytes: int, *, algorith
 
 
 def make_scenario(system: System, *, collective: str | None = None, plan_file: str | None = None,
-                  size_bytes: int, policy: str, tbs_per_gpu: int | None = None,
+                  size_bytes: int, policy: str, tbs_per_gpu: int | str | None = None,
                   nar_granularity: int | None = None, algorithm: str = "direct",
                   elem_bytes: int = 2, options: PolicyOptions | None = None,
                   slot_align_bytes: int | None = None) -> Scenario:
@@ -85,8 +112,11 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
     Exactly one of ``collective`` (a generated plan, :func:`plans.make_plan`)
     or ``plan_file`` (an MSCCL XML file, :func:`msccl.load_msccl`) is given;
     ``size_bytes`` is the collective's per-GPU buffer size (plans module
-    doc).  ``tbs_per_gpu`` applies to generated plans only (default
-    ``n_gpus - 1``).  ``nar_granularity`` forces the granularity; otherwise
+    doc).  ``tbs_per_gpu`` applies to generated plans only: an integer, ``None``
+    (one per peer, ``n_gpus - 1``) or ``"best"``: every count of
+    :func:`tbs_candidates` is built and the one with the smallest path-model
+    estimate kept (ties: fewer threadblocks; NUNA 5.1's "best-performing number
+    of threadblocks", chosen per policy; the CLI's default).  ``nar_granularity`` forces the granularity; otherwise
     the NAP policies search it (:func:`search_nar_granularity`, unless
     ``options.nap_granularity == "default"``) and the others use
     :func:`placement.default_nar_granularity`.  ``options``: the modelling
@@ -101,8 +131,28 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
     if (collective is None) == (plan_file is None):
         raise ValueError("give exactly one of collective or plan_file (--collective or --plan)")
     name = canonical_policy(policy)  # fail early on an unknown name
+    best = isinstance(tbs_per_gpu, str)
+    if best and tbs_per_gpu.strip().lower() != "best":
+        raise ValueError(f"tbs_per_gpu must be an integer >= 1, None or 'best', got {tbs_per_gpu!r}")
+    if best and plan_file is None:
+        costs, sc_best, err = {}, None, None
+        for tbs in tbs_candidates(system.n_gpus, algorithm):
+            try:
+                sc = make_scenario(system, collective=collective, size_bytes=size_bytes, policy=name,
+                                   tbs_per_gpu=tbs, algorithm=algorithm, elem_bytes=elem_bytes, options=opts,
+                                   slot_align_bytes=slot_align_bytes)
+            except ValueError as e:   # more threadblocks than the CUs can hold: not a candidate
+                err = e
+                continue
+            costs[tbs] = (min(sc.placement.granularity_search.values()) if sc.placement.granularity_search
+                          else _estimate(system, sc.traffic))
+            if sc_best is None or costs[tbs] < costs[sc_best[0]]:
+                sc_best = (tbs, sc)
+        if sc_best is None:
+            raise err
+        return sc_best[1]._replace(tbs_search=costs, tbs_chosen_by="search")
     if plan_file is not None:
-        if tbs_per_gpu is not None:
+        if tbs_per_gpu is not None and not best:
             raise ValueError("--tbs applies to generated plans; an MSCCL file fixes its threadblocks")
         plan = load_msccl(plan_file, size_bytes, elem_bytes=elem_bytes)
         if plan.n_gpus != system.n_gpus:
@@ -114,6 +164,8 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
     if (opts.nar_granularity is None and opts.nap_granularity == "search"
             and policy_parts(name)[0] == "nap"):
         pl, t = search_nar_granularity(system, plan, name, opts)
-        return Scenario(system, plan, pl, t)
-    pl = place(system, plan, name, opts)
-    return Scenario(system, plan, pl, build_traffic(system, plan, pl))
+    else:
+        pl = place(system, plan, name, opts)
+        t = build_traffic(system, plan, pl)
+    by = "plan" if plan_file is not None else ("default" if tbs_per_gpu is None else "fixed")
+    return Scenario(system, plan, pl, t, tbs_chosen_by=by)

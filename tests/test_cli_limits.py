@@ -43,12 +43,21 @@ def test_pages_and_flits_are_checked_before_building(monkeypatch, capsys):
     # 8 GPUs x 1 GB All-Reduce moves 2 * 7 * 10^9 B = 3,417,968.75 pages of 4 KiB, plus 2 x 112 steps
     # (8 GPUs x 2 phases x 7 peers): 3,418,193 after rounding up
     monkeypatch.setitem(limits.DEFAULT_LIMITS, "pages", 3_418_192)
-    assert main(["place", "--collective", "allreduce", "--size", "1GB", "--json"]) == 2
+    assert main(["place", "--collective", "allreduce", "--size", "1GB", "--tbs", "7", "--json"]) == 2
     assert "3418193 pages, over the limit of 3418192" in capsys.readouterr().err
+    # --tbs best (the default) checks its largest candidate, 16 x 7 = 112 threadblocks per GPU:
+    # 8 GPUs x 2 phases x 112 = 1,792 steps, 3,417,968.75 + 2 x 1,792 = 3,421,552.75 -> 3,421,553
+    monkeypatch.setitem(limits.DEFAULT_LIMITS, "pages", 3_421_552)
+    assert main(["place", "--collective", "allreduce", "--size", "1GB", "--json"]) == 2
+    assert "3421553 pages, over the limit of 3421552" in capsys.readouterr().err
     # simulate: 8 GPUs x 1 MB All-Gather = 7 * 10^6 / 256 = 27,343.75 flits, plus 56 steps: 27,400
     monkeypatch.setitem(limits.DEFAULT_LIMITS, "flits", 27_399)
-    assert main(["simulate", "--collective", "allgather", "--size", "1MB", "--json"]) == 2
+    assert main(["simulate", "--collective", "allgather", "--size", "1MB", "--tbs", "7", "--json"]) == 2
     assert "27400 flits, over the limit of 27399" in capsys.readouterr().err
+    # --tbs best: 112 threadblocks per GPU, 8 x 112 = 896 steps: 27,343.75 + 896 -> 28,240
+    monkeypatch.setitem(limits.DEFAULT_LIMITS, "flits", 28_239)
+    assert main(["simulate", "--collective", "allgather", "--size", "1MB", "--json"]) == 2
+    assert "28240 flits, over the limit of 28239" in capsys.readouterr().err
 
 
 def test_internal_errors_keep_their_traceback(monkeypatch, capsys):

@@ -5,7 +5,7 @@ import pytest
 
 from nuna_jax.msccl import load_msccl
 from nuna_jax.nar import nar_domains
-from nuna_jax.placement import POLICIES, algorithm1, logical_allocation, place
+from nuna_jax.placement import POLICIES, PageMap, PolicyOptions, algorithm1, logical_allocation, place
 from nuna_jax.plans import make_plan
 from nuna_jax.geometry import cu_router, hops as hop_count, port_router, stack_router
 from nuna_jax.presets import preset
@@ -35,10 +35,11 @@ CASES = [
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("case", CASES)
 def test_capacity_limits_never_exceeded(policy, case):
+    """CU budget under the default options; the fixed page budget under stack_budget="pages"."""
     coll, n, size, tbs, alg = case
     s = preset("table2", n_gpus=n)
     plan = make_plan(coll, n, size, tbs_per_gpu=tbs, algorithm=alg)
-    pl = place(s, plan, policy)
+    pl = place(s, plan, policy, PolicyOptions(stack_budget="pages"))
     demand, cap = _independent_limits(s, plan)
     has_steps = np.bincount(plan.step_tb, minlength=plan.n_tbs) > 0
     assert np.all(pl.tb_cu[has_steps] >= 0)
@@ -95,7 +96,8 @@ def test_figure7_two_gpu_allgather():
         assert [list(g) for g in groups] == [[0], [1]]
         ch = [set(t for r in plan.steps_of(int(g[0])) for t in plan.chunk_tuples(r)) for g in groups]
         assert ch[0].isdisjoint(ch[1])
-        tb_cu, tb_dom, ps, _, gdom, _ = algorithm1(s, plan, 2)
+        tb_cu, tb_dom, pages, _, gdom = algorithm1(s, plan, 2)
+        ps = pages.ps
         assert list(gdom) == [1, 0]  # line 12: nar = (nar + 1) mod 2, starting from nar = 0
         x = cu_router(s)[tb_cu] % s.mesh_cols
         assert list(x) == [23, 0]  # domain 1 = east ports (column 23), domain 0 = west (column 0)
@@ -165,3 +167,126 @@ def test_ua_spreads_over_dies_and_numa_near_memory():
     nap, star = place(S8, plan, "nap"), place(S8, plan, "nap*")
     assert np.array_equal(nap.tb_cu, star.tb_cu)
     assert np.array_equal(star.page_stack[0], np.arange(star.page_stack.shape[1]) % 16)
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 1's stack budget as section 4.2.2 writes it (lines 16-18)
+# ---------------------------------------------------------------------------
+def _small_bdp_system(pages_per_window=3):
+    """Table 2 with the HBM latency cut so that R_max = bw x latency is exactly 3 pages (12,288 B)."""
+    s = preset("table2", n_gpus=2)
+    return s.replace(hbm_latency_ns=pages_per_window * 4096 / float(s.hbm_bw_bytes_per_ns))
+
+
+def test_stack_budget_served_hand_counted():
+    """R[stack] -= cs for every chunk served, also a chunk whose pages another threadblock placed."""
+    s = _small_bdp_system()
+    plan = make_plan("allgather", 2, 16 * 4096, tbs_per_gpu=1)
+    pm = PageMap(s, plan)
+    order = np.array([5, 6, 7])
+    assert pm.window == 3 * 4096
+    pm.place(0, 0, 2 * 4096, order)              # first reader: pages 0, 1 on stack 5 (1 page left)
+    assert list(pm.ps[0, :2]) == [5, 5] and pm.rem[0, 5] == 4096
+    pm.place(0, 0, 2 * 4096, np.array([6, 7]))    # second reader of the same chunk: stack 5 charged again
+    assert list(pm.ps[0, :2]) == [5, 5] and pm.rem[0, 5] == -4096
+    pm.place(0, 2 * 4096, 2 * 4096, order)        # stack 5 is over budget: both pages on 6
+    assert list(pm.ps[0, 2:4]) == [6, 6] and pm.rem[0, 6] == 4096
+    pm.place(0, 4 * 4096, 3 * 4096, order)        # 1 page fits 6, then 2 on 7
+    assert list(pm.ps[0, 4:7]) == [6, 7, 7] and pm.rem[0, 7] == 4096
+    assert pm.windows[0] == 1
+    pm.place(0, 7 * 4096, 2 * 4096, order)        # page 7 on 7; page 8 fits nowhere: a new window
+    assert pm.ps[0, 7] == 7 and pm.windows[0] == 2
+    assert pm.ps[0, 8] == 5 and pm.rem[0, 5] == -4096 + 3 * 4096 - 4096
+    pm.place(1, 100, 1000, order)                 # a sub-page chunk is charged its own bytes
+    assert pm.ps[1, 0] == 5 and pm.rem[1, 5] == 3 * 4096 - 1000
+    pm.place(1, 1100, 2996, np.array([6]))        # a second chunk packed into the same page
+    assert pm.ps[1, 0] == 5 and pm.rem[1, 5] == 3 * 4096 - 3996
+
+
+def test_stack_budget_pages_hand_counted():
+    """The fixed page budget (D6): a page counts once, when placed; a second reader costs nothing."""
+    s = _small_bdp_system()
+    plan = make_plan("allgather", 2, 16 * 4096, tbs_per_gpu=1)
+    pm = PageMap(s, plan, 3, budget="pages")
+    order = np.array([5, 6, 7])
+    pm.place(0, 0, 2 * 4096, order)
+    pm.place(0, 0, 2 * 4096, np.array([6, 7]))
+    pm.place(0, 2 * 4096, 2 * 4096, order)        # stack 5 still has one page
+    assert list(pm.ps[0, :4]) == [5, 5, 5, 6]
+
+
+class _SlowServedPages:
+    """Independent slow reference of the served budget: one page at a time, in plain Python."""
+
+    def __init__(self, s, plan, cap_pages=None, budget="served"):
+        self.ps = np.full((plan.n_gpus, plan.address_pages(s.page_bytes)), -1, np.int16)
+        self.pd = np.full(self.ps.shape, -1, np.int16)
+        self.P = int(s.page_bytes)
+        self.R = max(round(float(s.hbm_bw_bytes_per_ns) * float(s.hbm_latency_ns)), self.P)
+        self.rem = [[self.R] * s.n_hbm_stacks for _ in range(plan.n_gpus)]
+        self.windows = np.ones(plan.n_gpus, np.int64)
+        self.budget = budget
+
+    def place(self, gpu, addr, nbytes, order, domain=0):
+        P, rem = self.P, self.rem[gpu]
+        spans = []
+        for p in range(addr // P, (addr + nbytes - 1) // P + 1):
+            lo, hi = max(addr, p * P), min(addr + nbytes, (p + 1) * P)
+            spans.append((p, hi - lo))
+        for p, b in spans:                         # stacks already holding the chunk are charged first
+            if self.ps[gpu, p] >= 0:
+                rem[self.ps[gpu, p]] -= b
+        for p, b in spans:
+            if self.ps[gpu, p] >= 0:
+                continue
+            fit = [st for st in order if rem[st] >= b]
+            while not fit:
+                for st in range(len(rem)):
+                    rem[st] += self.R
+                self.windows[gpu] += 1
+                fit = [st for st in order if rem[st] >= b]
+            self.ps[gpu, p], self.pd[gpu, p] = fit[0], domain
+            rem[fit[0]] -= b
+
+
+@pytest.mark.parametrize("case", [("allgather", 8, 10**6, None), ("allgather", 4, 3 * 10**6, 9),
+                                  ("allreduce", 4, 2 * 10**6, None), ("alltoall", 8, 10**6, 20),
+                                  ("allgather", 8, 10**5, 1008)])
+def test_stack_budget_served_matches_slow_reference(case, monkeypatch):
+    """NAP+NAR's page map under the vectorized PageMap equals the page-at-a-time reference."""
+    import nuna_jax.placement as P
+    coll, n, size, tbs = case
+    s = preset("table2", n_gpus=n)
+    plan = make_plan(coll, n, size, tbs_per_gpu=tbs, slot_align_bytes=1)
+    fast = place(s, plan, "nap+nar", nar_granularity=4)
+    monkeypatch.setattr(P, "PageMap", _SlowServedPages)
+    slow = place(s, plan, "nap+nar", nar_granularity=4)
+    assert np.array_equal(fast.page_stack, slow.page_stack)
+    assert np.array_equal(fast.stack_windows, slow.stack_windows)
+
+
+def _bytes_served(plan, page_stack, n_stacks, P=4096):
+    """[n_gpus, n_stacks] bytes every stack serves: each step reads its source chunk and writes its
+    destination chunk, each page's share charged to the stack holding the page."""
+    out = np.zeros((plan.n_gpus, n_stacks))
+    for addrs, gpus in ((plan.src_addr(P), plan.src_gpu), (plan.dst_addr(P), plan.dst_gpu)):
+        for r in range(plan.n_steps):
+            a, b, g = int(addrs[r]), int(plan.nbytes[r]), int(gpus[r])
+            pages = np.arange(a // P, (a + b - 1) // P + 1)
+            share = np.minimum(a + b, (pages + 1) * P) - np.maximum(a, pages * P)
+            np.add.at(out[g], page_stack[g, pages], share)
+    return out
+
+
+def test_stack_budget_served_balances_what_stacks_serve():
+    """64 MB All-Gather (8 GPUs): the source chunk is read 7 times; charging every read (as written)
+    keeps the busiest stack's served bytes nearer the mean than charging each page once."""
+    s = preset("table2", n_gpus=8)
+    plan = make_plan("allgather", 8, 64 * 10**6)
+    imbalance = {}
+    for b in ("served", "pages"):
+        pl = place(s, plan, "nap+nar", PolicyOptions(stack_budget=b), nar_granularity=4)
+        served = _bytes_served(plan, pl.page_stack, 16)
+        imbalance[b] = float((served.max(axis=1) / served.mean(axis=1)).max())
+    assert pl.stack_budget == "pages"
+    assert imbalance["served"] < imbalance["pages"]

@@ -114,6 +114,31 @@ def emit_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def tbs_arg(text: str):
+    """``--tbs N|best``: a threadblock count per GPU, or ``best`` (``scenario.tbs_candidates``)."""
+    if str(text).strip().lower() == "best":
+        return "best"
+    return number(1, 10**9, integer=True, what="--tbs")(text)
+
+
+tbs_arg.__name__ = "N or best"
+
+
+def add_tbs_arg(p) -> None:
+    p.add_argument("--tbs", type=tbs_arg, default="best", metavar="N|best",
+                   help="threadblocks per GPU for generated plans: N, or best (default): the count of "
+                        "k x (n_gpus - 1), k in 1, 4, 16 (at most 1,008) with the smallest path-model "
+                        "estimate, per policy (NUNA 5.1 'the best-performing number of threadblocks')")
+
+
+def tbs_for_work(args, n_gpus: int, algorithm: str = "direct"):
+    """The largest threadblock count ``--tbs`` may build (for the work limits, before any work)."""
+    if getattr(args, "tbs", None) == "best":
+        from ..scenario import tbs_candidates
+        return max(tbs_candidates(n_gpus, algorithm))
+    return getattr(args, "tbs", None)
+
+
 def add_scenario_args(p) -> None:
     """Add --collective/--plan, --size, --policy, --tbs, --nar-granularity, --algorithm."""
     src = p.add_mutually_exclusive_group(required=True)
@@ -124,8 +149,7 @@ def add_scenario_args(p) -> None:
                    help="per-GPU buffer size, e.g. 100kB, 1MB (decimal), 1MiB (binary)")
     p.add_argument("--policy", default="nap+nar", metavar="POLICY",
                    help=f"placement/routing: {', '.join(x.lower() for x in POLICIES)} (default nap+nar)")
-    p.add_argument("--tbs", type=number(1, 10**9, integer=True), default=None, metavar="N",
-                   help="threadblocks per GPU for generated plans (default: n_gpus - 1)")
+    add_tbs_arg(p)
     p.add_argument("--nar-granularity", type=number(1, 10**9, integer=True), default=None, metavar="G",
                    help="NAR domains (default: logical groups per GPU clamped to [2, 2*mesh_rows])")
     p.add_argument("--algorithm", default="direct", choices=ALGORITHMS,
@@ -157,12 +181,13 @@ def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario
         work, source = plan_work(plan), f"--plan {plan_file} at --size {args.size}"
     else:
         coll = canonical_collective(args.collective)
-        work = generated_plan_work(coll, args.algorithm, system.n_gpus, args.tbs, size)
+        work = generated_plan_work(coll, args.algorithm, system.n_gpus, tbs_for_work(args, system.n_gpus,
+                                                                                      args.algorithm), size)
         source = (f"{coll} ({args.algorithm}) of --size {args.size} on {system.n_gpus} GPUs"
                   + (f" with --tbs {args.tbs}" if args.tbs is not None else ""))
     check_traffic_work(lim, work, system, source, flits=flits)
     sc = make_scenario(system, collective=getattr(args, "collective", None), plan_file=plan_file,
-                       size_bytes=size, policy=args.policy, tbs_per_gpu=args.tbs,
+                       size_bytes=size, policy=args.policy, tbs_per_gpu=(None if plan_file and args.tbs == "best" else args.tbs),
                        nar_granularity=args.nar_granularity, algorithm=args.algorithm)
     if getattr(args, "placement", None):
         from ..lowering import build_traffic

@@ -74,7 +74,9 @@ def _one(s, args, policy: str, simulate: bool = False):
     a = copy.copy(args)
     a.policy = policy
     sc = scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
-    d = {**_model_row(args, policy.upper(), sc.system, sc.traffic), "scenario": sc.describe()}
+    desc = sc.describe()
+    d = {**_model_row(args, policy.upper(), sc.system, sc.traffic), "tbs_per_gpu": desc["tbs_per_gpu"],
+         "tbs_chosen_by": desc["tbs_chosen_by"], "scenario": desc}
     if simulate:
         from ..sim import simulate as run_sim
         d["simulated_ns"] = float(run_sim(sc.system, sc.traffic).completion_ns)
@@ -88,6 +90,7 @@ def _optimized(args, nap, ua_row):
     o = optimize(nap.system, nap.plan)
     t = build_traffic(nap.system, nap.plan, o["placement"])
     d = _model_row(args, "OPTIMIZED", nap.system, t)
+    d.update({"tbs_per_gpu": int(nap.plan.tbs_per_gpu.max(initial=0)), "tbs_chosen_by": "NAP+NAR's plan"})
     d.update({"simulated_ns": float(o["simulated_ns"]), "speedup_over_ua": ua_row["time_ns"] / d["time_ns"],
               "sim_speedup_over_ua": ua_row["simulated_ns"] / float(o["simulated_ns"]),
               "optimize": {k: o[k] for k in ("relaxed_ns", "rounded_estimate_ns", "speedup_vs_nap_nar", "wall_s",
@@ -108,7 +111,7 @@ def run(args) -> int:
     size = parse_size(args.size)
     pol = str(args.policy).strip().lower()
     head = {"collective": args.collective, "plan_file": getattr(args, "plan", None), "size_bytes": size,
-            "n_gpus": s.n_gpus, "algorithm": args.algorithm, "tbs_per_gpu": args.tbs,
+            "n_gpus": s.n_gpus, "algorithm": args.algorithm, "tbs_requested": args.tbs,
             "nar_granularity": args.nar_granularity, "system": s.name}
     if args.collective:
         head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
@@ -135,12 +138,14 @@ def run(args) -> int:
             return 0
         what = args.collective or args.plan
         print(f"{what} {format_size(size)} on {head['n_gpus']} GPUs ({s.name}), {args.algorithm}, "
-              f"analytical path model")
+              f"analytical path model; threadblocks per GPU: "
+              + ("the best of " + ", ".join(rows[0]["scenario"]["tbs_search_ns"]) + " per policy"
+                 if rows[0]["tbs_chosen_by"] == "search" else rows[0]["tbs_chosen_by"]))
         sim_head = f" {'simulated_ns':>12s} {'sim speedup':>11s}" if args.simulate else ""
-        print(f"  {'policy':9s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}{sim_head}  bottleneck")
+        print(f"  {'policy':9s} {'tbs':>5s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}{sim_head}  bottleneck")
         for r in rows:
             sim_cols = (f" {r['simulated_ns']:12.1f} {r['sim_speedup_over_ua']:10.3f}x" if args.simulate else "")
-            print(f"  {r['policy']:9s} {r['time_ns']:10.1f} {r['lower_bound_ns']:10.1f} "
+            print(f"  {r['policy']:9s} {r.get('tbs_per_gpu', 0):5d} {r['time_ns']:10.1f} {r['lower_bound_ns']:10.1f} "
                   f"{r['speedup_over_ua']:7.3f}x{sim_cols}  {r['breakdown']['bottleneck']}")
         if "closed_form_ns" in head:
             cf = head["closed_form_ns"]
@@ -154,8 +159,8 @@ def run(args) -> int:
         return 0
     b = r["breakdown"]
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {r['n_gpus']} GPUs ({s.name}), policy {r['policy']}, {args.algorithm}: "
-          f"{r['n_flows']} flows, {r['flits']:.0f} flits")
+    print(f"{what} {format_size(size)} on {r['n_gpus']} GPUs ({s.name}), policy {r['policy']}, {args.algorithm}, "
+          f"{r['tbs_per_gpu']} threadblocks/GPU ({r['tbs_chosen_by']}): {r['n_flows']} flows, {r['flits']:.0f} flits")
     print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {b['bottleneck']})")
     print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")
     print(f"  smooth (tau={r['temperature_ns']:g} ns) {r['smooth_estimate_ns']:9.1f}")

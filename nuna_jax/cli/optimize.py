@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_system_args, emit_json, format_size, parse_size, system_from_args
+from .common import add_system_args, add_tbs_arg, emit_json, format_size, parse_size, system_from_args
 
 
 def add_parser(sub) -> None:
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     src.add_argument("--collective", metavar="NAME", help=f"generated collective: {', '.join(COLLECTIVES)}")
     src.add_argument("--plan", metavar="FILE.xml", help="an MSCCL XML algorithm file instead of --collective")
     p.add_argument("--size", required=True, metavar="SIZE", help="per-GPU buffer size, e.g. 1MB")
-    p.add_argument("--tbs", type=int, default=None, metavar="N", help="threadblocks per GPU (generated plans)")
+    add_tbs_arg(p)
     p.add_argument("--nar-granularity", type=int, default=None, metavar="G",
                    help="NAR domains of the search (default: NAP's default granularity)")
     p.add_argument("--algorithm", default="direct", choices=ALGORITHMS, help="generated plan algorithm")
@@ -45,7 +45,7 @@ def _plan(args, s):
     from .common import scenario_from_args
     ns = Namespace(**{**vars(args), "policy": "nap+nar", "placement": None})
     sc = scenario_from_args(ns, s)    # --plan without --gpus takes the file's GPU count
-    return sc.system, sc.plan
+    return sc.system, sc.plan, sc
 
 
 def run(args) -> int:
@@ -57,7 +57,7 @@ def run(args) -> int:
         raise ValueError(f"--search-s must be >= 0, got {args.search_s}")
     s = system_from_args(args)
     size = parse_size(args.size)
-    s, plan = _plan(args, s)
+    s, plan, nap_sc = _plan(args, s)
     tty = sys.stderr.isatty() and not args.json
     stages = ["tables", "compiled", "descended", "rounded", "searched", "simulated"]
 
@@ -79,13 +79,15 @@ def run(args) -> int:
     out.update({k: r[k] for k in ("source", "gap", "equal_time", "granularity", "n_candidates", "capacities",
                                   "timing_s")})
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
-                "n_gpus": s.n_gpus, "tbs_per_gpu": args.tbs, "steps": args.steps, "seeds": args.seeds,
+                "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
+                "tbs_chosen_by": nap_sc.tbs_chosen_by, "steps": args.steps, "seeds": args.seeds,
                 "saved": args.save})
     if args.json:
         emit_json(out)
         return 0
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}): g={r['granularity']}, "
+    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}), {out['tbs_per_gpu']} threadblocks/GPU "
+          f"({out['tbs_chosen_by']}, NAP+NAR's): g={r['granularity']}, "
           f"{r['n_candidates']} candidates/threadblock, {args.steps} steps x {args.seeds} restarts")
     for k in KEYS:
         print(f"  {k:22s} {out[k]:12.3f}")

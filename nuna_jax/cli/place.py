@@ -51,10 +51,13 @@ def summary(sc: Scenario) -> dict:
     ing = np.bincount(t.dst_gpu * s.n_io_ports + t.port, weights=t.bytes,
                       minlength=s.n_gpus * s.n_io_ports).reshape(s.n_gpus, s.n_io_ports)
     ports_per_gpu = (eg > 0).sum(axis=1)
+    desc = sc.describe()
     return {
         "system": s.name,
         "n_gpus": s.n_gpus,
-        "scenario": sc.describe(),
+        "tbs_per_gpu": desc["tbs_per_gpu"],
+        "tbs_chosen_by": desc["tbs_chosen_by"],
+        "scenario": desc,
         "cus_used": int(len(pairs)),
         "cus_used_per_die": [int(x) for x in per_die],
         "cus_used_per_die_per_gpu": [float(x) / s.n_gpus for x in per_die],
@@ -91,7 +94,7 @@ def run(args) -> int:
     d = out["scenario"]
     pl = d["placement"]
     print(f"{d['plan']['collective']} ({d['plan']['algorithm']}) {format_size(d['plan']['size_bytes'])} "
-          f"on {out['n_gpus']} GPUs, {d['plan']['tbs_per_gpu_max']} threadblocks/GPU, policy {pl['policy']} "
+          f"on {out['n_gpus']} GPUs, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}), policy {pl['policy']} "
           f"(routing granularity {pl['routing_granularity']}, placement granularity {pl['placement_granularity']})")
     print(f"  flows: {d['traffic']['n_flows']}, flits: {d['traffic']['flits']:.0f}, "
           f"bytes: {format_size(d['traffic']['bytes'])}")

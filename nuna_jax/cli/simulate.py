@@ -55,12 +55,15 @@ def run(args) -> int:
     d["scenario"] = {"collective": getattr(args, "collective", None) or getattr(args, "plan", None),
                      "size": args.size, "gpus": sc.system.n_gpus, "policy": args.policy,
                      "flows": sc.traffic.n_flows}
+    desc = sc.describe()
+    d["tbs_per_gpu"], d["tbs_chosen_by"] = desc["tbs_per_gpu"], desc["tbs_chosen_by"]
     if args.json:
         emit_json(d)
         return 0
     lat = d["store_latency_ns"]
     print(f"system {sc.system.name}, {sc.system.n_gpus} GPUs; {d['scenario']['collective']} {args.size}, "
-          f"policy {args.policy}: {sc.traffic.n_flows} flows, {r.flits_injected} flits")
+          f"policy {args.policy}, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}): "
+          f"{sc.traffic.n_flows} flows, {r.flits_injected} flits")
     print(f"completion_ns     {d['completion_ns']:.3f}")
     print(f"store_latency_ns  mean {lat['mean']:.1f}  p50 {lat['p50']:.1f}  p99 {lat['p99']:.1f}  "
           f"max {lat['max']:.1f}")

@@ -16,12 +16,13 @@ normal :class:`~nuna_jax.placement.Placement`, repairing as it goes:
 * CU budget (``max_outstanding_per_cu``): a threadblock takes its candidate
   CU if the CU's remaining requests fit its demand, else the first CU with
   room in its domain's search order (Algorithm 1's first fit).
-* Stack budget (``placement.stack_capacity_pages``): pages are placed as
-  Algorithm 1 places them (section 4.2.2): threadblocks in logical-allocation
-  order, steps in order, the source chunk on the stacks nearest the chosen
-  CU, the destination chunk on the stacks nearest the domain's (ingress)
-  ports, each page on the first stack in that order with budget left; a page
-  keeps the stack of the first chunk that touches it.
+* Stack budget (``placement.PageMap``, the anchor's ``stack_budget``): pages
+  are placed as Algorithm 1 places them (section 4.2.2): threadblocks in
+  logical-allocation order, steps in order, the source chunk on the stacks
+  nearest the chosen CU, the destination chunk on the stacks nearest the
+  domain's (ingress) ports, each page on the first stack in that order whose
+  budget fits; every chunk served charges its stacks; a page keeps the stack
+  of the first chunk that touches it.
 
 So every assembled placement satisfies both budgets by construction, and the
 all-zero choice reproduces NAP+NAR.
@@ -138,7 +139,8 @@ def assemble(s: System, plan: Plan, cand: Candidates, choice, *, policy: str = "
         rem[g, c] -= q
     # pages, Algorithm 1's rule (section 4.2.2), first come first served; each page records the
     # domain of the threadblock that placed it (the NAR address segment, 4.2.3)
-    pages = PageMap(s, plan, cap)
+    budget = (cand.options or PolicyOptions()).stack_budget
+    pages = PageMap(s, plan, cap, budget=budget)
     near_router = stack_order_by_router(s)                               # [n_routers, St]
     cr = cu_router(s)
     saddr, daddr = plan.src_addr(s.page_bytes), plan.dst_addr(s.page_bytes)
@@ -159,15 +161,25 @@ def assemble(s: System, plan: Plan, cand: Candidates, choice, *, policy: str = "
                      domains=dom, placement_granularity=cand.granularity, cu_demand=demand,
                      cu_capacity=int(s.max_outstanding_per_cu), stack_capacity_pages=cap,
                      groups=None, group_domain=None, tb_gpu=plan.tb_gpu, page_domain=page_domain,
-                     options=cand.options)
+                     options=cand.options, stack_budget=budget,
+                     stack_windows=(pages.windows if budget == "served" else None))
 
 
 def check_capacities(s: System, plan: Plan, pl: Placement) -> dict:
-    """Largest CU load (requests) and stack load (pages) against their budgets; ``ok`` if both hold."""
+    """Largest CU load (requests) against its budget, and the stacks' budget.
+
+    ``stack_budget="pages"``: the largest stack load (pages) against the fixed
+    page budget.  ``"served"``: the budget is spent window by window
+    (``placement.PageMap``), which holds by construction; the windows opened
+    are reported.  ``ok`` if every budget holds and every threadblock is placed.
+    """
     cu = pl.cu_load(plan.n_gpus, s.n_cus)
     st = pl.stack_pages(s.n_hbm_stacks)
     placed = bool(np.all(pl.tb_cu[np.bincount(plan.step_tb, minlength=plan.n_tbs) > 0] >= 0))
+    stack_ok = pl.stack_budget != "pages" or st.max() <= pl.stack_capacity_pages
     return {"cu_max_requests": int(cu.max()), "cu_capacity": int(pl.cu_capacity),
             "stack_max_pages": int(st.max()), "stack_capacity_pages": int(pl.stack_capacity_pages),
+            "stack_budget": pl.stack_budget,
+            "stack_windows_max": None if pl.stack_windows is None else int(np.max(pl.stack_windows)),
             "all_placed": placed,
-            "ok": bool(cu.max() <= pl.cu_capacity and st.max() <= pl.stack_capacity_pages and placed)}
+            "ok": bool(cu.max() <= pl.cu_capacity and stack_ok and placed)}
