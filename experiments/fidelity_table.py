@@ -308,7 +308,7 @@ def main(argv=None) -> int:
     import report_md
     rows = collect(OUT, a.data, ROOT)
     rep = report_md.write(rows, {"out": OUT, "data": Path(a.data)}, docs)
-    print(f"wrote {docs / 'fidelity.md'} and {rep} ({len(rows)} claims)")
+    print(f"wrote {docs / 'fidelity.md'}, {rep} and {rep.with_suffix('.json')} ({len(rows)} claims)")
     return 0
 
 
