@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_system_args, emit_json, format_size, parse_size, system_from_args
+from .common import add_system_args, emit_json, format_size, parse_size, system_from_args, system_labels, system_text
 
 
 def add_parser(sub) -> None:
@@ -80,12 +80,12 @@ def run(args) -> int:
                                   "timing_s")})
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": args.tbs, "steps": args.steps, "seeds": args.seeds,
-                "saved": args.save})
+                "saved": args.save, **system_labels(args, s)})
     if args.json:
         emit_json(out)
         return 0
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}): g={r['granularity']}, "
+    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({system_text(out)}): g={r['granularity']}, "
           f"{r['n_candidates']} candidates/threadblock, {args.steps} steps x {args.seeds} restarts")
     for k in KEYS:
         print(f"  {k:22s} {out[k]:12.3f}")
