@@ -4,7 +4,7 @@ Reads experiments/out/{sensitivity,validation,fig13,headline}.jsonl (written by
 experiments/fidelity_device.py; missing files are listed as not run) for
 docs/fidelity.md: the headline before / after, the sensitivity table of every
 modelling choice, Figure 13 and the validation errors.  Writes
-docs/reproduction.md from every experiment's JSON (experiments/out/*.json,
+docs/reproduction.md (and the same rows as docs/reproduction.json) from every experiment's JSON (experiments/out/*.json,
 experiments/data/pk_*.json) through experiments/claims.py (claim rows: paper,
 ours, ratio, verdict) and experiments/report_md.py (markdown, plots copied into
 docs/img/).  Reads nothing but JSON, so a rerun regenerates both pages.
