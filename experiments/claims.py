@@ -11,17 +11,34 @@ range counts as the nearest end; a yes/no claim holds or departs); :func:`collec
 A row whose JSON is missing, or which no experiment measures, says ``not measured`` and which
 experiment would.  ``why`` is the mechanism we know for a departure; it is printed only when the
 row departs, so a later model change cannot leave a stale excuse beside an agreeing number.
+
+Issue 20 item 1: a row whose *ours* is not a prediction -- a calibration target (a constant was
+fitted to the paper's number, or a curve passes through the paper's point by construction) or a
+model input (the paper's number typed into a preset, or an identity of such inputs) -- carries
+``calibrated`` or ``input`` (what it was fitted to / which input it is) and gets that word as its
+verdict (:func:`row_verdict`), whatever the ratio: it is never counted as a match, and
+:func:`summary` counts predictions only.  Inputs are read from the preset that holds them
+(``nuna_jax/kernel_presets.py``), not from an experiment's JSON.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
 WITHIN = ((0.10, "within 10%"), (0.25, "within 25%"))
 DEPARTS, HOLDS, NOT_MEASURED = "departs", "holds", "not measured"
+CALIBRATED, INPUT = "calibrated", "input"
+#: the verdicts of predictions: only these are counted as agreeing or departing
+PREDICTION_VERDICTS = tuple(name for _, name in WITHIN) + (HOLDS, DEPARTS)
 
 
 class Row(NamedTuple):
@@ -36,6 +53,8 @@ class Row(NamedTuple):
     would: str = ""         # the experiment that would measure it (shown when not measured)
     paper_text: str = ""    # how the paper writes the value, when not a plain number
     ours_text: str = ""     # ours in words (e.g. "3 of 9 cases"), beside a yes/no
+    calibrated: str = ""    # not a prediction: what ours was fitted to (verdict "calibrated")
+    input: str = ""         # not a prediction: ours is a model input or an identity of inputs (verdict "input")
 
 
 def verdict(paper, ours) -> tuple[float | None, str]:
@@ -59,6 +78,34 @@ def verdict(paper, ours) -> tuple[float | None, str]:
         if abs(r - 1) <= tol + 1e-12:
             return r, name
     return r, DEPARTS
+
+
+def row_verdict(row: "Row") -> tuple[float | None, str]:
+    """(ratio, verdict) of a row: :func:`verdict`, except that a measured row marked ``calibrated``
+    or ``input`` gets that word, whatever its ratio (it agrees by construction, so it is no match)."""
+    ratio, v = verdict(row.paper, row.ours)
+    if v != NOT_MEASURED and (row.calibrated or row.input):
+        return ratio, CALIBRATED if row.calibrated else INPUT
+    return ratio, v
+
+
+def summary(rows) -> dict:
+    """Counts of the verdicts: ``counts`` (every verdict), ``predictions`` (rows judged against the
+    paper: within 10% / 25%, holds, departs) and the rows left out of them."""
+    count = Counter(row_verdict(r)[1] for r in rows)
+    return {"counts": dict(count), "claims": len(rows),
+            "predictions": sum(count[k] for k in PREDICTION_VERDICTS),
+            "calibrated": count[CALIBRATED], "input": count[INPUT], "not_measured": count[NOT_MEASURED]}
+
+
+def _preset_input(field: str, name: str = "h100"):
+    """A field of a ParallelKittens kernel preset (``nuna_jax/kernel_presets.py``): ours for a row
+    whose number is a model input.  None if the package cannot be imported."""
+    try:
+        from nuna_jax.kernel_presets import kernel_preset
+        return float(getattr(kernel_preset(name), field))
+    except Exception:  # noqa: BLE001  (the row then reads "not measured")
+        return None
 
 
 # ------------------------------------------------------------------ reading the JSON
@@ -167,8 +214,10 @@ def nuna_rows(S: Sources) -> list[Row]:
                 "24x6 mesh at 10 cycles per hop; the paper does not say which path its 0.9 us takes"))
     add(Row("NUNA 3.1.3", "scale-up latency 1 us (ns)", 1000.0, _dig(sp, "remote_write", "scale_up_ns"), ssrc,
             "Table 2 parameters", "{:.0f}", would=would,
-            why="ours is egress port + switch + ingress port built from Table 2's 500 ns die-to-die latency; "
-                "section 3.1.3's 1 us comes from other sources (Kalyanasundharam, Lutz, Jung) and is not broken down"))
+            input="Table 2's 500 ns die-to-die latency (the table2 preset's switch_latency_ns) plus one 256 B flit "
+                  "at each of the two 50 B/ns ports (2 x 5.12 ns): a sum of inputs, not a result",
+            why="section 3.1.3's 1 us comes from other sources (Kalyanasundharam, Lutz, Jung) and is not broken "
+                "down, so Table 2's inputs do not give it"))
     for what in ("target addresses: 3x", "CUs: 5x"):
         add(Row("NUNA 3.2", f"MI300X vs MI210 latency variation among {what}", float(what[-2]),
                 paper_text=what.split(": ")[1], would="no simulator can: it is a measurement on real GPUs"))
@@ -409,27 +458,42 @@ def pk_rows(S: Sources) -> list[Row]:
                 would="experiments/pk_table3.py", why=share_why.get(k, "")))
     add(Row("PK 3.3", "hiding condition K >= sR/2B on H100 bf16: K ~ 2197", 2197.0,
             _dig(t3, "hiding_threshold_K", "tile_nominal (PK 3.3: s R / 2B)"), t3src, "kernel model", "{:.0f}",
-            would="experiments/pk_table3.py"))
+            would="experiments/pk_table3.py",
+            input="an identity: the model's nominal tile threshold solves s R / 2B with the preset's R = 989 TFLOP/s "
+                  "and B = 450 GB/s, PK's own inputs, so it repeats the paper's arithmetic (the achieved-rate "
+                  "reading gives 2516, the kernel_achieved entry of the same JSON)"))
 
     me, mesrc = S.get("pk_mechanisms.json"), S.src("pk_mechanisms.json")
     names = {"ce": "copy engine", "tma": "TMA", "reg": "register ops"}
     peaks = {"h100": {"ce": 368.82, "tma": 350.01, "reg": 342.68}, "b200": {"ce": 726.13, "tma": 669.12, "reg": 628.35}}
     for gpu, pk in peaks.items():
         for m, pv in pk.items():
-            add(Row("PK tradeoff 1", f"{gpu.upper()} {names[m]}: NVLink GB/s moving 1 GB (a calibrated input)", pv,
+            add(Row("PK tradeoff 1", f"{gpu.upper()} {names[m]}: NVLink GB/s moving 1 GB", pv,
                     _dig(me, "summary", gpu, m, "at_1GB"), mesrc, "kernel model", "{:.1f}",
-                    would="experiments/pk_mechanisms.py"))
+                    would="experiments/pk_mechanisms.py",
+                    input=f"the {gpu} preset's {m}_bw_bytes_per_ns is this number (nuna_jax/kernel_presets.py); "
+                          "the curve B(m) = B_inf m / (m + h) is solved to pass through it at 1 GB"))
     for m, size in (("ce", ">= 256 MB"), ("tma", "~2 KB"), ("reg", "128 B")):
         a, b = _dig(me, "summary", "h100", m, "at_msg80"), _dig(me, "summary", "h100", m, "at_1GB")
         add(Row("PK tradeoff 1", f"H100 {names[m]}: ~80% of peak from a {size} message", 0.8,
-                a / b if a and b else None, mesrc, "kernel model", "{:.0%}", would="experiments/pk_mechanisms.py"))
-    for claim, pv in (("TMA saturates NVLink with ~15 SMs", 15.0), ("register ops need >= 76 SMs", 76.0),
-                      ("register ops need 3.2-5.1x the SMs of TMA", (3.2, 5.1))):
-        add(Row("PK tradeoff 1", claim, pv, would="none: a model input. experiments/pk_mechanisms.py calibrates its "
-                                                   "SM curves through these points (two constants per mechanism), so "
-                                                   "ours would equal the paper's by construction"))
+                a / b if a and b else None, mesrc, "kernel model", "{:.0%}", would="experiments/pk_mechanisms.py",
+                calibrated=f"the half-saturation size h of B(m) = B_inf m / (m + h) is solved so that the curve passes "
+                           f"through this point, B({size.lstrip('>=~ ')}) = 0.8 peak (the preset's {m}_msg80_bytes; "
+                           "docs/kernel_model.md, Transfer mechanisms)"))
+    tma_sat, reg_sat = _preset_input("tma_sat_sms"), _preset_input("reg_sat_sms")
+    psrc = "nuna_jax/kernel_presets.py"
+    sat_in = ("the h100 preset's {} is this number; the SM limit c x peak / sat of experiments/pk_mechanisms.py "
+              "saturates there by construction")
+    add(Row("PK tradeoff 1", "TMA saturates NVLink with ~15 SMs", 15.0, tma_sat, psrc, "kernel model", "{:.0f}",
+            would="a model input", input=sat_in.format("tma_sat_sms")))
+    add(Row("PK tradeoff 1", "register ops need >= 76 SMs", 76.0, reg_sat, psrc, "kernel model", "{:.0f}",
+            would="a model input", input=sat_in.format("reg_sat_sms")))
+    add(Row("PK tradeoff 1", "register ops need 3.2-5.1x the SMs of TMA", (3.2, 5.1),
+            reg_sat / tma_sat if reg_sat and tma_sat else None, psrc, "kernel model", would="a model input",
+            input="the ratio of the two inputs above (H100: 76 / 15); the b200 preset takes the low end, 3.2x"))
 
     ov, ovsrc = S.get("pk_overlap.json"), S.src("pk_overlap.json")
+    eff = _dig(S.get("pk_calibration.json"), "p2p_reduce_eff") or _preset_input("p2p_reduce_eff") or 0.847
     h = _dig(ov, "h100") or {}
     for op, key, pv, claim in (("gemm+rs", "intra", 743.7, "GEMM+RS intra-SM overlap (TFLOP/s)"),
                                ("gemm+rs", "inter", 618.1, "GEMM+RS inter-SM overlap (TFLOP/s)"),
@@ -439,6 +503,9 @@ def pk_rows(S: Sources) -> list[Row]:
                                ("gemm+ar", "baseline", 450.9, "GEMM+AR no overlap (TFLOP/s)")):
         add(Row("PK tradeoff 2", f"8x H100, N = 32768: {claim}", pv, _dig(h, op, key), ovsrc, "kernel model", "{:.0f}",
                 would="experiments/pk_overlap.py",
+                calibrated=(f"the calibration target of p2p_reduce_eff = {eff:.3f} (the atomic store_add rate), fitted "
+                            "to this 172.3 TFLOP/s by experiments/pk_calibrate_atomic.py "
+                            f"({S.src('pk_calibration.json')})" if (op, key) == ("gemm+ar", "intra") else ""),
                 why=(f"our inter-SM kernel picks {_dig(h, op, 'inter_mechanism')} with {_dig(h, op, 'inter_comm_sms')} "
                      f"communication SMs (TMA: {_dig(h, op, 'inter_tma')} TFLOP/s)" if key == "inter" else "")))
     ri, rr = _dig(h, "gemm+rs", "intra"), _dig(h, "gemm+rs", "inter")
@@ -448,6 +515,9 @@ def pk_rows(S: Sources) -> list[Row]:
     ai, aa = _dig(h, "gemm+ar", "inter"), _dig(h, "gemm+ar", "intra")
     add(Row("PK tradeoff 2", "GEMM+AR: inter-SM over intra-SM 3.62x", 3.62, ai / aa if ai and aa else None, ovsrc,
             "kernel model", would="experiments/pk_overlap.py",
+            calibrated="its denominator is the calibration target (GEMM+AR intra-SM 172.3 TFLOP/s, fitted through "
+                       "p2p_reduce_eff): the ratio is the inter-SM prediction over a fitted number, so it says no "
+                       "more than the inter-SM row",
             why=(f"both ends move toward each other: our inter-SM {ai:.0f} vs 623.9 and intra-SM {aa:.0f} vs 172.3 "
                  "TFLOP/s (rows above)" if ai and aa else "")))
     split = {r["N"]: r.get("comm_sms_search") for r in (_dig(ov, "ag_gemm_split_h100") or [])}
@@ -467,10 +537,13 @@ def pk_rows(S: Sources) -> list[Row]:
 
     # stated numbers no experiment models: baselines (other libraries), other workloads, hardware inputs
     lib = "none yet: it needs a model of the baseline library (not in nuna_jax: the kernel model has no NCCL / cuBLAS / Flux / CUTLASS / Triton-Distributed)"
+    for claim, pv, field, sec in (("sync: intra-SM mbarrier ~64 ns (ns)", 64.0, "sync_intra_ns", "PK tradeoff 2"),
+                                  ("sync: inter-SM through HBM ~832 ns (ns)", 832.0, "sync_inter_ns", "PK tradeoff 2"),
+                                  ("NVLink 450 GB/s per direction", 450.0, "link_bw_bytes_per_ns", "PK 2.1 table")):
+        add(Row(sec, claim, pv, _preset_input(field), psrc, "kernel model", "{:.0f}", would="a model input",
+                input=f"the h100 preset's {field} is this number"))
     for sec, claim, pv, would in (
-            ("PK tradeoff 2", "sync: intra-SM mbarrier ~64 ns (ns)", 64.0, "none: it is a model input (nuna_jax/kernel_presets.py), not a result"),
-            ("PK tradeoff 2", "sync: inter-SM through HBM ~832 ns (ns)", 832.0, "none: it is a model input (nuna_jax/kernel_presets.py), not a result"),
-            ("PK 2.1 table", "NVLink 450 GB/s per direction; PCIe gen5 64 GB/s", 450.0, "none: it is a model input (nuna_jax/kernel_presets.py), not a result"),
+            ("PK 2.1 table", "PCIe gen5 64 GB/s", 64.0, "none: no model uses PCIe"),
             ("PK abstract", "up to 2.33x (data / tensor parallel), 4.08x (sequence parallel), 1.22x (expert parallel)", 2.33, lib),
             ("PK 4 (Fig. 7)", "AG+GEMM 1.06-1.68x over cuBLAS+NCCL; Flux 662, cuBLAS+NCCL 628 TFLOP/s at N = 32768", (1.06, 1.68), lib),
             ("PK 4 (Fig. 8)", "GEMM+RS N = 32768: Flux 744, CUTLASS 431, cuBLAS+NCCL 602, Triton-Distributed 510 TFLOP/s", 744.0, lib),
@@ -493,8 +566,9 @@ def collect(out_dir, data_dir, root=None) -> list[Row]:
 
 
 def cells(row: Row) -> dict:
-    """The printed cells of a row: paper, ours, ratio, verdict (+ why / would)."""
-    ratio, v = verdict(row.paper, row.ours)
+    """The printed cells of a row: paper, ours, ratio, verdict (+ why / would; for a calibrated row or
+    an input, what it was fitted to, and the mechanism too where the number departs from the paper's)."""
+    ratio, v = row_verdict(row)
     if row.paper_text:
         paper = row.paper_text
     elif isinstance(row.paper, bool):
@@ -512,9 +586,33 @@ def cells(row: Row) -> dict:
     else:
         ours = row.fmt.format(row.ours)
     note = ""
-    if v == DEPARTS:
+    if v in (CALIBRATED, INPUT):
+        note = f"{v}: {row.calibrated or row.input}"
+        if verdict(row.paper, row.ours)[1] == DEPARTS:
+            note += "; it departs from the paper's number" + (f": {row.why}" if row.why else "")
+    elif v == DEPARTS:
         note = row.why or "not yet analysed"
     elif v == NOT_MEASURED:
         note = ("run " + row.would) if row.would.startswith("experiments/") else (row.would or "-")
     return {"paper": paper, "ours": ours, "ratio": "-" if ratio is None else f"{ratio:.2f}", "verdict": v,
             "note": note}
+
+
+def _plain(x):
+    """A paper / ours value as JSON: a number, [lo, hi], a bool or None."""
+    if isinstance(x, tuple):
+        return [float(v) for v in x]
+    if isinstance(x, bool) or x is None:
+        return x
+    return float(x)
+
+
+def as_dict(row: Row) -> dict:
+    """One row of docs/reproduction.json: section, claim, paper, ours, ratio, verdict, model, source, note
+    (paper / ours as numbers, a [lo, hi] range or a bool; the note as in the markdown table)."""
+    c = cells(row)
+    ratio, _ = row_verdict(row)
+    return {"section": row.section, "claim": row.claim, "paper": _plain(row.paper), "ours": _plain(row.ours),
+            "ratio": None if ratio is None or not math.isfinite(ratio) else round(float(ratio), 4),
+            "verdict": c["verdict"], "model": row.model or None,
+            "source": None if row.source == "-" else row.source, "note": c["note"]}

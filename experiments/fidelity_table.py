@@ -4,7 +4,7 @@ Reads experiments/out/{sensitivity,validation,fig13,headline}.jsonl (written by
 experiments/fidelity_device.py; missing files are listed as not run) for
 docs/fidelity.md: the headline before / after, the sensitivity table of every
 modelling choice, Figure 13 and the validation errors.  Writes
-docs/reproduction.md from every experiment's JSON (experiments/out/*.json,
+docs/reproduction.md (and the same rows as docs/reproduction.json) from every experiment's JSON (experiments/out/*.json,
 experiments/data/pk_*.json) through experiments/claims.py (claim rows: paper,
 ours, ratio, verdict) and experiments/report_md.py (markdown, plots copied into
 docs/img/).  Reads nothing but JSON, so a rerun regenerates both pages.
@@ -308,7 +308,7 @@ def main(argv=None) -> int:
     import report_md
     rows = collect(OUT, a.data, ROOT)
     rep = report_md.write(rows, {"out": OUT, "data": Path(a.data)}, docs)
-    print(f"wrote {docs / 'fidelity.md'} and {rep} ({len(rows)} claims)")
+    print(f"wrote {docs / 'fidelity.md'}, {rep} and {rep.with_suffix('.json')} ({len(rows)} claims)")
     return 0
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .system import System, validate
 
 __all__ = ["preset", "preset_names", "from_params", "from_toml", "load_system", "is_system_file", "table2_params",
-           "FIELD_RANGES"]
+           "system_origin", "FIELD_RANGES"]
 
 
 # ---------------------------------------------------------------------------
@@ -181,14 +181,9 @@ def preset(name: str = "table2", /, **overrides) -> System:
     return validate(System(**_coerce(_stretch_rule(params, overrides))))
 
 
-def from_toml(path: str | Path) -> System:
-    """Read a System from TOML: an optional ``base = "<preset>"`` plus field overrides.
-
-    Keys may sit at top level or under a ``[system]`` table; ``name`` names the
-    result (with or without ``base``).  ``ValueError`` names the file and the
-    field for every error (unreadable file, invalid TOML, unknown field, wrong
-    type, out of range).
-    """
+def _read_toml(path: str | Path) -> tuple[Path, dict]:
+    """(path, the system's keys) of a TOML system file: top level or the ``[system]`` table.
+    ``ValueError`` names the file for an unreadable file or invalid TOML."""
     try:
         import tomllib  # Python >= 3.11
     except ModuleNotFoundError:  # pragma: no cover
@@ -214,8 +209,29 @@ def from_toml(path: str | Path) -> System:
         if extra:
             raise ValueError(f"{p}: keys outside [system]: {', '.join(extra)[:200]}")
         data = data["system"]
-    data = dict(data)
+    return p, dict(data)
+
+
+def _file_name(p: Path) -> str:
+    """The name a TOML system takes when it has no ``name`` key: the file's stem (at most 200 characters)."""
+    return (p.stem or p.name or "custom")[:200]
+
+
+def from_toml(path: str | Path) -> System:
+    """Read a System from TOML: an optional ``base = "<preset>"`` plus field overrides.
+
+    Keys may sit at top level or under a ``[system]`` table.  The result is
+    named by its own ``name`` key, else after the file's stem (``mine.toml``
+    -> ``mine``), never after its base: a changed ``table2`` is not
+    ``table2`` (:func:`system_origin` records the base and the file beside
+    the name).  Without ``base`` the fields not given are Table 2's
+    (:func:`from_params`).  ``ValueError`` names the file and the field for
+    every error (unreadable file, invalid TOML, unknown field, wrong type,
+    out of range).
+    """
+    p, data = _read_toml(path)
     base = data.pop("base", None)
+    data.setdefault("name", _file_name(p))
     try:
         if base is not None:
             if not isinstance(base, str):
@@ -224,6 +240,19 @@ def from_toml(path: str | Path) -> System:
         return from_params(**data)
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
+
+
+def system_origin(spec: str | None) -> dict:
+    """Where a ``--system`` value's System comes from, for reports beside its name:
+    ``{"system_base": ..., "system_file": ...}``.  A preset: no base, no file.  A TOML file:
+    its ``base`` (``"table2"`` when it has none: :func:`from_params` fills the rest from
+    Table 2) and its path as given.  ``ValueError`` as :func:`from_toml`."""
+    spec = spec or "table2"
+    if not is_system_file(spec):
+        return {"system_base": None, "system_file": None}
+    _, data = _read_toml(spec)
+    base = data.get("base", "table2")
+    return {"system_base": str(base).lower() if isinstance(base, str) else None, "system_file": str(spec)}
 
 
 def is_system_file(spec: str) -> bool:

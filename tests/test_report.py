@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 import claims  # noqa: E402
 import fidelity_table  # noqa: E402
-from claims import Row, cells, verdict  # noqa: E402
+from claims import Row, cells, row_verdict, summary, verdict  # noqa: E402
 
 
 @pytest.mark.parametrize("paper, ours, ratio, word", [
@@ -53,6 +53,63 @@ def test_cells_show_why_only_on_departure_and_the_experiment_when_missing():
     assert (yes["paper"], yes["ours"], yes["note"]) == ("yes", "no (2 of 9 cases)", "w")
     rng = cells(Row("s", "c", (1.5, 1.9), 1.2))
     assert rng["paper"] == "1.50-1.90"
+
+
+def test_a_calibrated_row_that_matches_exactly_is_not_a_match():
+    """Issue 20 item 1: a number fitted to the paper's gets the verdict "calibrated" and says to what."""
+    fit = Row("PK", "GEMM+AR intra-SM", 172.3, 172.3, "data/x.json", calibrated="p2p_reduce_eff fitted to it")
+    assert verdict(fit.paper, fit.ours) == (1.0, "within 10%")          # the ratio alone would flatter
+    assert row_verdict(fit) == (1.0, "calibrated")
+    c = cells(fit)
+    assert (c["ratio"], c["verdict"]) == ("1.00", "calibrated") and "p2p_reduce_eff fitted to it" in c["note"]
+    inp = Row("PK", "sync 64 ns", 64.0, 64.0, "nuna_jax/kernel_presets.py", input="the preset's sync_intra_ns")
+    assert row_verdict(inp) == (1.0, "input") and cells(inp)["note"] == "input: the preset's sync_intra_ns"
+    # an input that departs from the paper stays out of the counts, but its note says that it departs and why
+    far = cells(Row("NUNA", "scale-up 1 us", 1000.0, 510.0, input="500 ns switch + ports", why="other sources"))
+    assert far["verdict"] == "input" and "departs" in far["note"] and "other sources" in far["note"]
+    # a calibrated row with nothing measured is not measured
+    assert row_verdict(Row("s", "c", 2.0, None, calibrated="x"))[1] == "not measured"
+
+
+def test_summary_counts_predictions_only():
+    import report_md
+    rows = [Row("s", "fit", 172.3, 172.3, calibrated="fitted"),             # exact, calibrated: not a match
+            Row("s", "in", 64.0, 64.0, input="preset"),                    # exact, an input: not a match
+            Row("s", "near", 100.0, 105.0), Row("s", "mid", 100.0, 120.0), Row("s", "far", 100.0, 50.0),
+            Row("s", "yes", True, True), Row("s", "none", 1.0, None)]
+    sm = summary(rows)
+    assert sm["predictions"] == 4 and (sm["calibrated"], sm["input"], sm["not_measured"]) == (1, 1, 1)
+    assert sm["counts"]["within 10%"] == 1 and sm["claims"] == 7
+    line = report_md.summary_line(rows)
+    assert line.startswith("Summary, predictions only: 1 within 10%, 1 within 25%, 1 holds, 1 departs "
+                           "(4 predictions)") and "1 calibrated" in line and "1 input" in line
+    assert report_md.summary_line(rows) in report_md.render(rows, [])
+
+
+JSON_KEYS = ["section", "claim", "paper", "ours", "ratio", "verdict", "model", "source", "note"]
+
+
+def test_committed_report_flags_every_calibrated_row():
+    """The rows issue 20 names as holding by construction are calibrated or inputs, in the JSON too."""
+    rows = claims.collect(ROOT / "experiments" / "out", ROOT / "experiments" / "data", ROOT)
+    v = {r.claim: row_verdict(r)[1] for r in rows}
+    assert v["8x H100, N = 32768: GEMM+AR intra-SM (TFLOP/s)"] == "calibrated"
+    assert v["GEMM+AR: inter-SM over intra-SM 3.62x"] == "calibrated"
+    assert v["hiding condition K >= sR/2B on H100 bf16: K ~ 2197"] == "input"
+    assert [v[c] for c in v if "~80% of peak" in c] == ["calibrated"] * 3
+    assert [v[c] for c in v if "moving 1 GB" in c] == ["input"] * 6
+    for c in ("TMA saturates NVLink with ~15 SMs", "register ops need >= 76 SMs",
+              "register ops need 3.2-5.1x the SMs of TMA", "scale-up latency 1 us (ns)"):
+        assert v[c] == "input", c
+    # every other measured row is a prediction: it has no calibrated / input note
+    for r in rows:
+        if not (r.calibrated or r.input):
+            assert row_verdict(r)[1] not in ("calibrated", "input")
+    d = json.loads((ROOT / "docs" / "reproduction.json").read_text())
+    assert isinstance(d, list) and d and all(list(x) == JSON_KEYS for x in d)
+    by = {x["claim"]: x for x in d}
+    assert by["8x H100, N = 32768: GEMM+AR intra-SM (TFLOP/s)"]["verdict"] == "calibrated"
+    assert "pk_calibrate_atomic.py" in by["8x H100, N = 32768: GEMM+AR intra-SM (TFLOP/s)"]["note"]
 
 
 def _fake(tmp_path):
@@ -107,6 +164,15 @@ def test_generator_on_a_fake_json_folder(tmp_path):
     assert "](img/fig10_latency_hist.png)" in text and "](img/fig9_speedup.png)" not in text
     assert "`nuna-jax reproduce fig9`" in text.split("Not run (no PNG):")[1]
     assert "reproduction.md" in (docs / "fidelity.md").read_text()
+    # the same rows as JSON: the keys of issue 20, numbers as numbers, a range as [lo, hi]
+    js = json.loads((docs / "reproduction.json").read_text())
+    assert all(list(x) == JSON_KEYS for x in js) and len(js) == text.count("\n| ") - 1
+    j = {x["claim"]: x for x in js}
+    x = j["NAP+NAR over UA, 8-GPU All-Gather 1 MB: 1.5-1.9x (collectives up to 1 MB)"]
+    assert (x["paper"], x["ours"], x["ratio"], x["verdict"]) == ([1.5, 1.9], 1.2, 0.8, "within 25%")
+    assert x["source"].endswith("fig12_size.json") and x["model"] == "estimate"
+    x = j["decode TPOT reduction, geomean over models and pod sizes (also abstract)"]
+    assert (x["ours"], x["ratio"], x["verdict"]) == (None, None, "not measured")
     # it reads only JSON: a second run gives the same page, a changed JSON a changed number
     assert fidelity_table.main(args) == 0
     assert (docs / "reproduction.md").read_text() == text

@@ -16,7 +16,7 @@ from nuna_jax.cli import main
 from nuna_jax.cli.common import parse_size
 from nuna_jax.presets import preset
 from nuna_jax.sweep import grid_from_dict, run_sweep
-from nuna_jax.sweep.writer import read_rows, to_columns
+from nuna_jax.sweep.writer import provenance_line, read_provenance, read_rows, to_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_resume_no_duplicate_no_loss(tmp_path, full):
     header, rows = read_rows(out)
     idx = [int(r[0]) for r in rows]
     assert sorted(idx) == list(range(12))                              # no duplicate, no loss
-    assert out.read_text().count("\n") == 12 + 2                       # magic + header + 12 rows
+    assert out.read_text().count("\n") == 12 + 3               # magic + provenance + header + 12 rows
     np.testing.assert_array_equal(_cols(out)["time_ns"], full["time_ns"])
     assert run_sweep(_grid(), out, progress=False)["written"] == 0     # nothing left to do
 
@@ -120,11 +120,33 @@ def test_resume_refuses_other_grid(tmp_path):
 
 
 def test_npz_output(tmp_path, full):
+    from nuna_jax.provenance import provenance
     out = tmp_path / "r.npz"
     run_sweep(_grid(), out, progress=False)
     z = np.load(out)
     np.testing.assert_array_equal(z["time_ns"], full["time_ns"])
     assert list(z["policy"]) == ["UA"] * 12
+    p = provenance()
+    assert str(z["nuna_jax_version"]) == p["nuna_jax_version"] and str(z["git_commit"]) == (p["git_commit"] or "")
+
+
+def test_csv_carries_provenance_and_a_resume_by_other_code_says_so(tmp_path, full):
+    """Issue 20 item 6: line 2 names the version and commit; a resume by other code adds a line."""
+    from nuna_jax.provenance import provenance
+    out = tmp_path / "p.csv"
+    run_sweep(_grid(), out, progress=False, max_chunks=1)
+    lines = out.read_text().split("\n")
+    assert lines[0].startswith("# nuna-jax sweep grid=") and lines[1] == "# " + provenance_line()
+    assert read_provenance(out) == [provenance()]
+    # the same rows, as if an older checkout had written them: the resume appends its own line
+    old = out.read_text().replace(lines[1], "# nuna_jax_version=0.0.9 git_commit=unknown")
+    out.write_text(old)
+    run_sweep(_grid(), out, progress=False)
+    assert read_provenance(out) == [{"nuna_jax_version": "0.0.9", "git_commit": None}, provenance()]
+    assert "# resumed: " + provenance_line() in out.read_text().split("\n")
+    np.testing.assert_array_equal(_cols(out)["time_ns"], full["time_ns"])     # reading still works
+    run_sweep(_grid(), out, progress=False)                                    # same code again: no new line
+    assert len(read_provenance(out)) == 2
 
 
 @pytest.mark.parametrize("axes, match", [

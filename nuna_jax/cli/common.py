@@ -11,7 +11,7 @@ from ..placement import POLICIES
 from ..plans import ALGORITHMS, COLLECTIVES
 from ..scenario import Scenario, make_scenario
 from ..system import System
-from ..presets import is_system_file, load_system, preset_names
+from ..presets import is_system_file, load_system, preset_names, system_origin
 from ..limits import Limits, check_traffic_work, generated_plan_work, plan_work
 from ..units import MAX_SIZE_BYTES, format_size, parse_size  # noqa: F401  (re-exported for subcommands)
 
@@ -93,6 +93,19 @@ def system_from_args(args) -> System:
     return s
 
 
+def system_labels(args, s: System) -> dict:
+    """``{"system", "system_base", "system_file"}`` of the ``--system`` a command loaded: a TOML file's
+    system is named after the file (or its ``name`` key), with its base and path beside the name."""
+    return {"system": s.name, **system_origin(getattr(args, "system", None))}
+
+
+def system_text(labels: dict) -> str:
+    """The system for a text line: ``table2``, or ``mine (mine.toml, base table2)``."""
+    if not labels.get("system_file"):
+        return labels["system"]
+    return f"{labels['system']} ({labels['system_file']}, base {labels['system_base']})"
+
+
 def _finite(obj, where: str = "output") -> None:
     if isinstance(obj, float):
         if not math.isfinite(obj):
@@ -107,7 +120,11 @@ def _finite(obj, where: str = "output") -> None:
 
 
 def emit_json(obj) -> None:
-    """One strict JSON object on stdout (no NaN / Infinity: a non-finite value is a bug, not output)."""
+    """One strict JSON object on stdout (no NaN / Infinity: a non-finite value is a bug, not output),
+    with a top-level ``provenance`` key (``nuna_jax.provenance``: version and git commit) added last."""
+    from ..provenance import provenance
+    if isinstance(obj, dict) and "provenance" not in obj:
+        obj = {**obj, "provenance": provenance()}
     obj = json.loads(json.dumps(obj, default=float))  # numpy / JAX scalars -> plain numbers
     _finite(obj)
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, allow_nan=False))

@@ -13,7 +13,7 @@ analytical network (``nuna_jax.astra``).
 from __future__ import annotations
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args,
-                     number, parse_size, system_from_args, write_plot)
+                     number, parse_size, system_from_args, system_labels, system_text, write_plot)
 from ..placement import FIGURE11_ORDER as POLICY_ORDER
 
 
@@ -74,8 +74,9 @@ def _one(s, args, policy: str, simulate: bool = False):
     a = copy.copy(args)
     a.policy = policy
     sc = scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
+    # the placement's own name: a --placement file is labelled by the policy saved in it (OPT), not by --policy
     desc = sc.describe()
-    d = {**_model_row(args, policy.upper(), sc.system, sc.traffic), "tbs_per_gpu": desc["tbs_per_gpu"],
+    d = {**_model_row(args, sc.placement.policy, sc.system, sc.traffic), "tbs_per_gpu": desc["tbs_per_gpu"],
          "tbs_chosen_by": desc["tbs_chosen_by"], "scenario": desc}
     if simulate:
         from ..sim import simulate as run_sim
@@ -105,6 +106,8 @@ def run(args) -> int:
     if (args.simulate or args.plot or args.optimize) and str(args.policy).strip().lower() != "all":
         raise ValueError("--simulate, --optimize and --plot go with --policy all (use `nuna-jax simulate` / "
                          "`place --plot` / `optimize` for one policy)")
+    if getattr(args, "placement", None) and str(args.policy).strip().lower() == "all":
+        raise ValueError("--placement gives one placement: it goes with one policy, not --policy all")
     if args.optimize and not args.simulate:
         raise ValueError("--optimize needs --simulate (the optimized placement is judged by the simulator)")
     s = system_from_args(args)
@@ -112,7 +115,7 @@ def run(args) -> int:
     pol = str(args.policy).strip().lower()
     head = {"collective": args.collective, "plan_file": getattr(args, "plan", None), "size_bytes": size,
             "n_gpus": s.n_gpus, "algorithm": args.algorithm, "tbs_requested": args.tbs,
-            "nar_granularity": args.nar_granularity, "system": s.name}
+            "nar_granularity": args.nar_granularity, **system_labels(args, s)}
     if args.collective:
         head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
     if pol == "all":
@@ -137,7 +140,7 @@ def run(args) -> int:
             emit_json(out)
             return 0
         what = args.collective or args.plan
-        print(f"{what} {format_size(size)} on {head['n_gpus']} GPUs ({s.name}), {args.algorithm}, "
+        print(f"{what} {format_size(size)} on {head['n_gpus']} GPUs ({system_text(head)}), {args.algorithm}, "
               f"analytical path model; threadblocks per GPU: "
               + ("the best of " + ", ".join(rows[0]["scenario"]["tbs_search_ns"]) + " per policy"
                  if rows[0]["tbs_chosen_by"] == "search" else rows[0]["tbs_chosen_by"]))
@@ -159,7 +162,7 @@ def run(args) -> int:
         return 0
     b = r["breakdown"]
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {r['n_gpus']} GPUs ({s.name}), policy {r['policy']}, {args.algorithm}, "
+    print(f"{what} {format_size(size)} on {r['n_gpus']} GPUs ({system_text(head)}), policy {r['policy']}, {args.algorithm}, "
           f"{r['tbs_per_gpu']} threadblocks/GPU ({r['tbs_chosen_by']}): {r['n_flows']} flows, {r['flits']:.0f} flits")
     print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {b['bottleneck']})")
     print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, system_from_args, write_plot
+from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, system_from_args,
+                     system_labels, system_text, write_plot)
 from ..models.spread import nuna_spread
 from ..geometry import router_xy
 
@@ -36,14 +37,14 @@ def run(args) -> int:
     check_plot_path(args)
     s = system_from_args(args)
     limits_from_args(args).check_spread(s, f"--system {args.system}")
-    d = info_dict(s)
+    d = {**info_dict(s), **system_labels(args, s)}
     from ..plots import latency_map_figure
     write_plot(args, lambda: latency_map_figure(s))
     if args.json:
         emit_json(d)
         return 0
     n, l, g, r, pr = d, d["noc_latency_ns"], d["gpu_to_gpu_latency_ns"], d["ratios"], d["paper_ratios"]
-    print(f"system {n['name']}: {n['mesh'][0]}x{n['mesh'][1]} mesh over {n['n_dies']} compute dies, "
+    print(f"system {system_text(d)}: {n['mesh'][0]}x{n['mesh'][1]} mesh over {n['n_dies']} compute dies, "
           f"{n['n_cus']} CUs ({n['cus_per_router']}/router), {n['n_hbm_stacks']} HBM stacks, "
           f"{n['n_io_ports']} I/O ports ({d['io_ports_per_edge_router']}/edge router), pod of {n['n_gpus']} GPUs")
     print(f"  NoC {n['noc_clock_ghz']:g} GHz, hop {n['hop_ns']:.3f} ns, link {n['link_bw_GBps']:.1f} GB/s "

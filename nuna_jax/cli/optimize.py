@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_system_args, add_tbs_arg, emit_json, format_size, parse_size, system_from_args
+from .common import (add_system_args, add_tbs_arg, emit_json, format_size, parse_size, system_from_args,
+                     system_labels, system_text)
 
 
 def add_parser(sub) -> None:
@@ -81,12 +82,12 @@ def run(args) -> int:
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
                 "tbs_chosen_by": nap_sc.tbs_chosen_by, "steps": args.steps, "seeds": args.seeds,
-                "saved": args.save})
+                "saved": args.save, **system_labels(args, s)})
     if args.json:
         emit_json(out)
         return 0
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({s.name}), {out['tbs_per_gpu']} threadblocks/GPU "
+    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({system_text(out)}), {out['tbs_per_gpu']} threadblocks/GPU "
           f"({out['tbs_chosen_by']}, NAP+NAR's): g={r['granularity']}, "
           f"{r['n_candidates']} candidates/threadblock, {args.steps} steps x {args.seeds} restarts")
     for k in KEYS:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, system_from_args, write_plot
+from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, system_from_args,
+                     system_labels, system_text, write_plot)
 from ..scenario import Scenario
 from .common import add_scenario_args, scenario_from_args
 from ..geometry import cu_router, hops as hop_count, port_router, router_die, stack_router
@@ -85,7 +86,7 @@ def run(args) -> int:
     check_plot_path(args)
     system = system_from_args(args)
     sc = scenario_from_args(args, system)
-    out = summary(sc)
+    out = {**summary(sc), **system_labels(args, system)}
     from ..plots import socket_figure
     write_plot(args, lambda: socket_figure(sc.system, sc.placement, sc.traffic))
     if args.json:
@@ -94,7 +95,7 @@ def run(args) -> int:
     d = out["scenario"]
     pl = d["placement"]
     print(f"{d['plan']['collective']} ({d['plan']['algorithm']}) {format_size(d['plan']['size_bytes'])} "
-          f"on {out['n_gpus']} GPUs, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}), policy {pl['policy']} "
+          f"on {out['n_gpus']} GPUs ({system_text(out)}), {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}), policy {pl['policy']} "
           f"(routing granularity {pl['routing_granularity']}, placement granularity {pl['placement_granularity']})")
     print(f"  flows: {d['traffic']['n_flows']}, flits: {d['traffic']['flits']:.0f}, "
           f"bytes: {format_size(d['traffic']['bytes'])}")

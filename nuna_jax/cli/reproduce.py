@@ -49,7 +49,7 @@ EXPERIMENTS = {
                         ("--quick",)),
     "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",)),
     # last: the report reads every JSON above (and experiments/out/*.jsonl of fidelity_device.py)
-    "report": Experiment("fidelity_table.py", "docs/reproduction.md + docs/fidelity.md from the experiments' JSON"),
+    "report": Experiment("fidelity_table.py", "docs/reproduction.md/.json + docs/fidelity.md from the experiments' JSON"),
 }
 
 

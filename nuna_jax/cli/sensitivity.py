@@ -8,7 +8,7 @@ ranked by how much time a 1 % change buys.
 from __future__ import annotations
 
 from .common import add_scenario_args, add_system_args, emit_json, format_size, parse_size, \
-    scenario_from_args, system_from_args
+    scenario_from_args, system_from_args, system_labels, system_text
 
 
 def add_parser(sub) -> None:
@@ -30,15 +30,15 @@ def run(args) -> int:
     r = sensitivity(sc.system, sc.traffic)
     what = args.collective or args.plan
     head = {"collective": args.collective, "plan_file": getattr(args, "plan", None),
-            "size_bytes": parse_size(args.size), "n_gpus": sc.system.n_gpus, "policy": args.policy.upper(),
-            "system": s.name}
+            "size_bytes": parse_size(args.size), "n_gpus": sc.system.n_gpus, "policy": sc.placement.policy,
+            **system_labels(args, s)}
     if args.plot:
         plot_sensitivity(r, args.plot, f"{what} {format_size(head['size_bytes'])}, {head['n_gpus']} GPUs, "
                                        f"{head['policy']}: T = {r['time_ns']:.0f} ns")
     if args.json:
         emit_json({**head, **r})
         return 0
-    print(f"{what} {format_size(head['size_bytes'])} on {head['n_gpus']} GPUs ({s.name}), policy "
+    print(f"{what} {format_size(head['size_bytes'])} on {head['n_gpus']} GPUs ({system_text(head)}), policy "
           f"{head['policy']}: path-model time {r['time_ns']:.1f} ns; knobs ranked by elasticity")
     print(f"  {'parameter':22s} {'value':>12s} {'dT/dx (ns/unit)':>16s} {'elasticity':>11s} {'ns per +1%':>11s}")
     for row in r["rows"]:

@@ -6,7 +6,7 @@ import sys
 import time
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, number,
-                     system_from_args, write_plot)
+                     system_from_args, system_labels, system_text, write_plot)
 
 
 def add_parser(sub) -> None:
@@ -52,8 +52,9 @@ def run(args) -> int:
     d = r.summary()
     d["wall_s"] = time.perf_counter() - t0
     d["sim_wall_s"] = r.wall_s
+    d.update(system_labels(args, s))
     d["scenario"] = {"collective": getattr(args, "collective", None) or getattr(args, "plan", None),
-                     "size": args.size, "gpus": sc.system.n_gpus, "policy": args.policy,
+                     "size": args.size, "gpus": sc.system.n_gpus, "policy": sc.placement.policy,
                      "flows": sc.traffic.n_flows}
     desc = sc.describe()
     d["tbs_per_gpu"], d["tbs_chosen_by"] = desc["tbs_per_gpu"], desc["tbs_chosen_by"]
@@ -61,8 +62,8 @@ def run(args) -> int:
         emit_json(d)
         return 0
     lat = d["store_latency_ns"]
-    print(f"system {sc.system.name}, {sc.system.n_gpus} GPUs; {d['scenario']['collective']} {args.size}, "
-          f"policy {args.policy}, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}): "
+    print(f"system {system_text(d)}, {sc.system.n_gpus} GPUs; {d['scenario']['collective']} {args.size}, "
+          f"policy {sc.placement.policy}, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}): "
           f"{sc.traffic.n_flows} flows, {r.flits_injected} flits")
     print(f"completion_ns     {d['completion_ns']:.3f}")
     print(f"store_latency_ns  mean {lat['mean']:.1f}  p50 {lat['p50']:.1f}  p99 {lat['p99']:.1f}  "

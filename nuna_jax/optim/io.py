@@ -1,9 +1,12 @@
 """Save and load a discrete placement as JSON (``--placement FILE.json``).
 
 The file holds what ``lowering.build_traffic`` needs: ``tb_cu``, ``tb_domain``,
-``page_stack`` and the routing granularity, plus the plan's shape
+``page_stack``, the routing granularity and the ``policy`` it is labelled by
+(``OPT`` for ``nuna-jax optimize --save``; ``place``, ``estimate`` and
+``simulate --placement`` print that name, not ``--policy``), plus the plan's shape
 (``n_gpus``, ``n_tbs``, ``n_pages``) so that loading against another plan fails
-with a message instead of lowering garbage.  Loading re-derives the budgets
+with a message instead of lowering garbage, and the ``provenance`` of the code
+that wrote it.  Loading re-derives the budgets
 (``placement.cu_demand``, ``placement.stack_capacity_pages``) and checks them.
 """
 
@@ -15,6 +18,7 @@ import numpy as np
 
 from ..nar import nar_domains
 from ..placement import Placement, cu_demand, stack_capacity_pages
+from ..provenance import provenance
 from .candidates import check_capacities
 
 __all__ = ["save_placement", "load_placement", "placement_to_dict"]
@@ -29,7 +33,7 @@ def placement_to_dict(s, plan, pl: Placement, meta: dict | None = None) -> dict:
             "tb_cu": np.asarray(pl.tb_cu).tolist(), "tb_domain": np.asarray(pl.tb_domain).tolist(),
             "page_stack": np.asarray(pl.page_stack).tolist(),
             "page_domain": None if pl.page_domain is None else np.asarray(pl.page_domain).tolist(),
-            "meta": meta or {}}
+            "meta": meta or {}, "provenance": provenance()}
 
 
 def save_placement(path: str, s, plan, pl: Placement, meta: dict | None = None) -> None:

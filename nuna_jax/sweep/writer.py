@@ -1,13 +1,18 @@
 """Stream sweep rows to a CSV file as chunks finish; resume from what is there.
 
 File layout (docs/sweep.md): a first line ``# nuna-jax sweep grid=<hash>
-points=<n>``, a header line, then one row per grid point in the order the
-chunks finished, keyed by the ``index`` column (the point's position in the
-grid).  Each chunk is flushed and fsync'ed, so a killed sweep leaves whole
+points=<n>``, a second ``# nuna_jax_version=<v> git_commit=<sha|unknown>``
+(``nuna_jax.provenance``; a resume by other code appends ``# resumed:
+nuna_jax_version=... git_commit=...`` before its rows), a header line, then
+one row per grid point in the order the chunks finished, keyed by the
+``index`` column (the point's position in the grid).  Readers skip every
+``#`` line.  Each chunk is flushed and fsync'ed, so a killed sweep leaves whole
 rows plus at most one partial last line.  On resume the partial line is cut
 off, the indices present are skipped, and the rest is appended: no duplicate,
 no lost row.  ``.npz`` output: rows stream to ``FILE.npz.rows.csv`` and the
-columns (sorted by index) are written to ``FILE.npz`` at the end.
+columns (sorted by index) are written to ``FILE.npz`` at the end, with two
+0-d string entries ``nuna_jax_version`` and ``git_commit`` (of the code that
+wrote the npz; the stream's ``#`` lines name every writer of its rows).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RowWriter", "grid_fingerprint", "read_rows", "stream_path"]
+__all__ = ["RowWriter", "grid_fingerprint", "read_rows", "read_provenance", "provenance_line", "stream_path"]
 
 
 def grid_fingerprint(grid) -> str:
@@ -45,6 +50,27 @@ def _fmt(v) -> str:
     if isinstance(v, (np.integer,)):
         return str(int(v))
     return str(v)
+
+
+def provenance_line() -> str:
+    """``nuna_jax_version=<v> git_commit=<sha|unknown>`` of this process (``nuna_jax.provenance``)."""
+    from ..provenance import provenance
+    p = provenance()
+    return f"nuna_jax_version={p['nuna_jax_version']} git_commit={p['git_commit'] or 'unknown'}"
+
+
+def read_provenance(path: str | Path) -> list[dict]:
+    """The provenance records of a sweep CSV, in file order: the writer's, then one per resume by other
+    code (``{"nuna_jax_version": ..., "git_commit": ... or None}``)."""
+    out = []
+    for ln in Path(path).read_text().split("\n"):
+        body = ln[1:].strip() if ln.startswith("#") else ""
+        body = body[len("resumed:"):].strip() if body.startswith("resumed:") else body
+        if body.startswith("nuna_jax_version="):
+            kv = dict(x.split("=", 1) for x in body.split() if "=" in x)
+            c = kv.get("git_commit")
+            out.append({"nuna_jax_version": kv.get("nuna_jax_version"), "git_commit": None if c == "unknown" else c})
+    return out
 
 
 def read_rows(path: str | Path) -> tuple[list[str], list[list[str]]]:
@@ -92,24 +118,31 @@ class RowWriter:
             self.done = np.sort(idx)
 
     def open(self) -> None:
-        """Cut a partial last line, write magic + header if new; then rows can be appended."""
+        """Cut a partial last line, write magic + provenance + header if new (a ``# resumed:`` line when
+        other code resumes the file); then rows can be appended."""
         if not self.active:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        if not fresh:
-            data = self.path.read_bytes()
-            keep = data.rfind(b"\n") + 1
-            if keep != len(data):
-                with self.path.open("r+b") as fh:
-                    fh.truncate(keep)
-        self._fh = self.path.open("a", newline="")
+        prov = provenance_line()
         if fresh:
-            self._fh.write(self.magic + "\n" + ",".join(self.columns) + "\n")
+            self._fh = self.path.open("a", newline="")
+            self._fh.write(self.magic + "\n# " + prov + "\n" + ",".join(self.columns) + "\n")
             self._flush()
-        elif not read_rows(self.path)[0]:
+            return
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep != len(data):
+            with self.path.open("r+b") as fh:
+                fh.truncate(keep)
+        text = data[:keep].decode()
+        same_code = any(ln.startswith("#") and ln.endswith(" " + prov) for ln in text.split("\n"))
+        self._fh = self.path.open("a", newline="")
+        if not same_code:                                 # the rows from here on come from other code
+            self._fh.write("# resumed: " + prov + "\n")
+        if not read_rows(self.path)[0]:
             self._fh.write(",".join(self.columns) + "\n")
-            self._flush()
+        self._flush()
 
     def _flush(self) -> None:
         self._fh.flush()
@@ -140,8 +173,11 @@ class RowWriter:
             self._fh.close()
             self._fh = None
         if self.active and self.out.suffix == ".npz":
+            from ..provenance import provenance
             header, rows = read_rows(self.path)
-            np.savez(self.out, **to_columns(header, rows))
+            p = provenance()
+            np.savez(self.out, **to_columns(header, rows), nuna_jax_version=np.asarray(p["nuna_jax_version"]),
+                     git_commit=np.asarray(p["git_commit"] or ""))
 
 
 def to_columns(header: list[str], rows: list[list[str]]) -> dict:
