@@ -63,3 +63,11 @@ def test_cli_reports_the_chosen_count(capsys):
                  "--tbs", "4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tbs_per_gpu"] == 4 and out["tbs_chosen_by"] == "fixed"
+
+
+@pytest.mark.parametrize("cmd", ["place", "simulate"])
+def test_place_and_simulate_report_the_count(cmd, capsys):
+    assert main([cmd, "--collective", "allgather", "--size", "100kB", "--gpus", "2", "--policy", "ua",
+                 "--tbs", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tbs_per_gpu"] == 4 and out["tbs_chosen_by"] == "fixed"
