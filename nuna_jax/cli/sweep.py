@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
                    help="multi-process run: jax.distributed coordinator address")
     p.add_argument("--num-processes", type=int, default=1, metavar="N")
     p.add_argument("--process-id", type=int, default=0, metavar="K")
+    p.add_argument("--force", action="store_true",
+                   help="start afresh: remove an existing --out (and its .rows.csv stream) first, even one "
+                        "that is not a sweep output (without it such a file is never written over)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
 
 
@@ -35,7 +38,15 @@ def run(args) -> int:
         raise ValueError(f"--out must end in .csv or .npz, got {out!r}")
     if args.max_rows is not None and args.max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {args.max_rows}")
+    from pathlib import Path
+    if Path(out).resolve() == Path(args.grid).resolve():
+        raise ValueError(f"--out {out} is the grid file itself; choose another output")
     grid = load_grid(args.grid, parse_size=parse_size)      # every check before any work
+    if args.force:
+        from ..sweep.writer import stream_path
+        for f in {Path(out), stream_path(out)}:
+            if f.exists():
+                f.unlink()
     if args.coordinator:
         from ..sweep.distributed import initialize
         initialize(args.coordinator, args.num_processes, args.process_id)

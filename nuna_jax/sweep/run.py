@@ -167,114 +167,117 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
     writer_proc = jax.process_index() == 0
     columns = ["index", *grid.names, *RESULT_COLUMNS]
     w = RowWriter(out, columns, grid_fingerprint(grid), grid.n_points, active=writer_proc)
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-        multihost_utils.sync_global_devices("nuna_jax.sweep: output read")
-    already = len(w.done)
-    bl = blocks(grid)
+    try:
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+            multihost_utils.sync_global_devices("nuna_jax.sweep: output read")
+        already = len(w.done)
+        bl = blocks(grid)
 
-    # ---- plan: traffic for every path / sim point still to do --------------------------------
-    cache: dict = {}
-    path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
-    sim_points = []
-    t_plan = time.time()
-    for b_no, b in enumerate(bl):
-        if b.fixed["model"] == "closed_form":
-            continue
-        idx = b.global_index(np.arange(b.n_points, dtype=np.int64))
-        idx = idx[w.todo_mask(idx)]
-        for i in idx:
-            pt = grid.point(int(i))
-            s = grid.system_of(pt)
-            try:
-                tr = path_eval.traffic_for(s, pt, cache)
-            except ValueError as e:
-                desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
-                raise ValueError(f"grid point {int(i)} ({desc}): {e}") from None
-            if b.fixed["model"] == "sim":
-                sim_points.append((int(i), s, tr))
-            else:
-                path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
-    path_groups = _merge_shapes(path_groups, merge_factor)
-    plan_s = time.time() - t_plan
-
-    todo = grid.n_points - already
-    prog = _Progress(todo, progress and writer_proc)
-    w.open()
-    n_chunks = 0
-    stopped = False
-    written = 0
-
-    def emit(index, time_ns, lb, nflows):
-        nonlocal written
-        keep = w.todo_mask(index)
-        cols = {"index": index[keep], **{k: v[keep] for k, v in _axis_columns(grid, index[keep]).items()},
-                "time_ns": np.asarray(time_ns)[keep], "lower_bound_ns": np.asarray(lb)[keep],
-                "n_flows": np.asarray(nflows)[keep]}
-        written += w.write(cols)
-        prog.add(int(keep.sum()))
-
-    def budget_left() -> bool:
-        nonlocal n_chunks, stopped
-        if max_chunks is not None and n_chunks >= max_chunks:
-            stopped = True
-            return False
-        n_chunks += 1
-        return True
-
-    t_eval = time.time()
-    # ---- closed form ------------------------------------------------------------------------
-    for b in bl:
-        if b.fixed["model"] != "closed_form" or stopped:
-            continue
-        if b.n_points >= 2**31:
-            raise ValueError(f"a closed-form block has {b.n_points} points; at most 2^31 - 1 per block "
-                             "(split the grid)")
-        s = _block_system(grid, b)
-        static, tables = closed_eval.block_args(b, s, grid, mesh)
-        L = b.free_lens[-1]
-        n_rows = b.n_points // L
-        rows = round_up(max(1, min((cf_chunk or grid.closed_form_chunk) // L, n_rows)), mesh)
-        fn = closed_eval.closed_form_fn(rows=rows, mesh=mesh, **static)
-        for r_lo in range(0, n_rows, rows):
-            lo, hi = r_lo * L, min(n_rows, r_lo + rows) * L
-            j = np.arange(lo, hi, dtype=np.int64)
-            gidx = b.global_index(j)
-            if not w.todo_mask(gidx).any():
+        # ---- plan: traffic for every path / sim point still to do --------------------------------
+        cache: dict = {}
+        path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
+        sim_points = []
+        t_plan = time.time()
+        for b_no, b in enumerate(bl):
+            if b.fixed["model"] == "closed_form":
                 continue
-            if not budget_left():
+            idx = b.global_index(np.arange(b.n_points, dtype=np.int64))
+            idx = idx[w.todo_mask(idx)]
+            for i in idx:
+                pt = grid.point(int(i))
+                s = grid.system_of(pt)
+                try:
+                    tr = path_eval.traffic_for(s, pt, cache)
+                except ValueError as e:
+                    desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
+                    raise ValueError(f"grid point {int(i)} ({desc}): {e}") from None
+                if b.fixed["model"] == "sim":
+                    sim_points.append((int(i), s, tr))
+                else:
+                    path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
+        path_groups = _merge_shapes(path_groups, merge_factor)
+        plan_s = time.time() - t_plan
+
+        todo = grid.n_points - already
+        prog = _Progress(todo, progress and writer_proc)
+        w.open()
+        n_chunks = 0
+        stopped = False
+        written = 0
+
+        def emit(index, time_ns, lb, nflows):
+            nonlocal written
+            keep = w.todo_mask(index)
+            cols = {"index": index[keep], **_axis_columns(grid, index[keep]),
+                    "time_ns": np.asarray(time_ns)[keep], "lower_bound_ns": np.asarray(lb)[keep],
+                    "n_flows": np.asarray(nflows)[keep]}
+            written += w.write(cols)
+            prog.add(int(keep.sum()))
+
+        def budget_left() -> bool:
+            nonlocal n_chunks, stopped
+            if max_chunks is not None and n_chunks >= max_chunks:
+                stopped = True
+                return False
+            n_chunks += 1
+            return True
+
+        t_eval = time.time()
+        # ---- closed form ------------------------------------------------------------------------
+        for b in bl:
+            if b.fixed["model"] != "closed_form" or stopped:
+                continue
+            if b.n_points >= 2**31:
+                raise ValueError(f"a closed-form block has {b.n_points} points; at most 2^31 - 1 per block "
+                                 "(split the grid)")
+            s = _block_system(grid, b)
+            static, tables = closed_eval.block_args(b, s, grid, mesh)
+            L = b.free_lens[-1]
+            n_rows = b.n_points // L
+            rows = round_up(max(1, min((cf_chunk or grid.closed_form_chunk) // L, n_rows)), mesh)
+            fn = closed_eval.closed_form_fn(rows=rows, mesh=mesh, **static)
+            for r_lo in range(0, n_rows, rows):
+                lo, hi = r_lo * L, min(n_rows, r_lo + rows) * L
+                j = np.arange(lo, hi, dtype=np.int64)
+                gidx = b.global_index(j)
+                if not w.todo_mask(gidx).any():
+                    continue
+                if not budget_left():
+                    break
+                t = to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo]
+                nan = np.full(hi - lo, np.nan)
+                emit(gidx, t, nan, np.full(hi - lo, -1))
+
+        # ---- path model ---------------------------------------------------------------------------
+        prepared = [_prepare_path_group(grid, mesh, key, items, max_rows) for key, items in path_groups.items()]
+        t_c = time.time()
+        compiled = _compile_all(prepared, mesh, compile_threads)
+        compile_s = time.time() - t_c
+        for g, fn in zip(prepared, compiled):
+            if stopped:
                 break
-            t = to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo]
-            nan = np.full(hi - lo, np.nan)
-            emit(gidx, t, nan, np.full(hi - lo, -1))
+            B = g["B"]
+            for lo, hi in _chunks(len(g["index"]), B):
+                if not budget_left():
+                    break
+                sel = np.arange(lo, lo + B).clip(max=hi - 1)
+                est, lb = to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh)))
+                m = hi - lo
+                emit(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi])
 
-    # ---- path model ---------------------------------------------------------------------------
-    prepared = [_prepare_path_group(grid, mesh, key, items, max_rows) for key, items in path_groups.items()]
-    t_c = time.time()
-    compiled = _compile_all(prepared, mesh, compile_threads)
-    compile_s = time.time() - t_c
-    for g, fn in zip(prepared, compiled):
-        if stopped:
-            break
-        B = g["B"]
-        for lo, hi in _chunks(len(g["index"]), B):
-            if not budget_left():
+        # ---- simulator (host, process 0) -------------------------------------------------------------
+        for i, s, tr in sim_points:
+            if stopped or not budget_left():
                 break
-            sel = np.arange(lo, lo + B).clip(max=hi - 1)
-            est, lb = to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh)))
-            m = hi - lo
-            emit(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi])
+            if writer_proc:
+                t = path_eval.simulate_ns(s, tr)
+                emit(np.asarray([i]), np.asarray([t]), np.asarray([np.nan]), np.asarray([tr.n_flows]))
 
-    # ---- simulator (host, process 0) -------------------------------------------------------------
-    for i, s, tr in sim_points:
-        if stopped or not budget_left():
-            break
-        if writer_proc:
-            t = path_eval.simulate_ns(s, tr)
-            emit(np.asarray([i]), np.asarray([t]), np.asarray([np.nan]), np.asarray([tr.n_flows]))
-
-    eval_s = time.time() - t_eval
-    w.close()
+        eval_s = time.time() - t_eval
+        w.close()
+    finally:
+        w.close_lock()     # also on an error: the next run must not find the output locked
     return {"eval_s": eval_s, "compile_s": compile_s, "n_points": grid.n_points, "already_done": already, "written": written,
             "complete": len(w.done) == grid.n_points if writer_proc else None,
             "interrupted": stopped, "chunks": n_chunks, "blocks": len(bl),

@@ -8,19 +8,33 @@ one row per grid point in the order the chunks finished, keyed by the
 ``index`` column (the point's position in the grid).  Readers skip every
 ``#`` line.  Each chunk is flushed and fsync'ed, so a killed sweep leaves whole
 rows plus at most one partial last line.  On resume the partial line is cut
-off, the indices present are skipped, and the rest is appended: no duplicate,
-no lost row.  ``.npz`` output: rows stream to ``FILE.npz.rows.csv`` and the
-columns (sorted by index) are written to ``FILE.npz`` at the end, with two
-0-d string entries ``nuna_jax_version`` and ``git_commit`` (of the code that
-wrote the npz; the stream's ``#`` lines name every writer of its rows).
+off, every recovered row is checked (column count, an integer index inside
+the grid, numbers in the result columns, no index twice; anything else is
+refused naming the file and line), the indices present are skipped, and the
+rest is appended: no duplicate, no lost row, whatever byte the kill came at.
+
+One writer at a time: the writing process holds an exclusive ``fcntl`` lock
+on ``<stream>.lock`` from the first read to the last write, so a second
+sweep on the same output fails at once (``ValueError``, exit 2 in the CLI).
+A file that is not a sweep output is never written over (unless the caller
+removes it first: the CLI's ``--force``).
+
+``.npz`` output: rows stream to ``FILE.npz.rows.csv`` and the columns (sorted
+by index) are written to ``FILE.npz`` at the end (to a temporary file, then
+renamed), with 0-d string entries ``nuna_jax_version``, ``git_commit`` (of
+the code that wrote the npz; the stream's ``#`` lines name every writer of
+its rows) and ``sweep_magic`` (the grid line); the stream is then removed.
+A rerun on a finished ``.npz`` of the same grid has nothing to do.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 from pathlib import Path
 
@@ -29,10 +43,15 @@ import numpy as np
 __all__ = ["RowWriter", "grid_fingerprint", "read_rows", "read_provenance", "provenance_line", "stream_path"]
 
 
+MAGIC = "# nuna-jax sweep"
+
+
 def grid_fingerprint(grid) -> str:
-    """A short hash of the grid's axes, values and base system (a different grid cannot resume a file)."""
-    desc = json.dumps({"axes": [[a, list(v)] for a, v in grid.axes], "base": grid.base.summary()},
-                      sort_keys=True, default=str)
+    """A short hash of the grid's axes, values, base system and the package version (a different grid,
+    or rows of another version of the model, cannot resume a file)."""
+    from .. import __version__
+    desc = json.dumps({"axes": [[a, list(v)] for a, v in grid.axes], "base": grid.base.summary(),
+                       "nuna_jax_version": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(desc.encode()).hexdigest()[:16]
 
 
@@ -102,25 +121,127 @@ class RowWriter:
         self.active = active
         self.magic = f"# nuna-jax sweep grid={fingerprint} points={n_points}"
         self.done = np.zeros(0, np.int64)
+        self.n_points = int(n_points)
         self._fh = None
+        self._lock = None
+        self._finished = False           # a finished .npz of this grid: nothing to write
+        if active:
+            self._take_lock()
+        if self.out.suffix == ".npz" and self.out.exists() and not self.path.exists():
+            self.done = self._finished_npz()
+            self._finished = True
+            return
         if self.path.exists() and self.path.stat().st_size:
-            with self.path.open() as fh:
-                first = fh.readline().rstrip("\n")
+            with self.path.open("rb") as fh:
+                head = fh.read(len(self.magic) + 1)
+            if b"\n" not in head and self.magic.encode().startswith(head):
+                self.path.write_bytes(b"")           # killed while writing the first line: start afresh
+                return
+            first = head.split(b"\n")[0].decode("utf-8", "replace")
+            if b"\n" not in head:
+                with self.path.open("rb") as fh:
+                    first = fh.readline().rstrip(b"\n").decode("utf-8", "replace")
+            if not first.startswith(MAGIC):
+                self.close_lock()
+                raise ValueError(f"{self.path} is not a nuna-jax sweep output; refusing to write over it "
+                                 "(remove it, choose another --out, or pass --force)")
             if first != self.magic:
-                raise ValueError(f"{self.path} holds rows of a different grid ({first!r}); remove it or "
-                                 "choose another --out")
-            header, rows = read_rows(self.path)
-            if header and header != self.columns:
-                raise ValueError(f"{self.path}: columns {header} differ from this grid's {self.columns}")
-            idx = np.asarray([int(r[0]) for r in rows], np.int64)
-            if len(np.unique(idx)) != len(idx):
-                raise ValueError(f"{self.path} has duplicate indices; it was not written by nuna-jax sweep")
-            self.done = np.sort(idx)
+                self.close_lock()
+                raise ValueError(f"{self.path} holds rows of a different grid or nuna_jax version ({first!r}); "
+                                 "remove it or choose another --out")
+            try:
+                self.done = self._recovered_indices()
+            except ValueError:
+                self.close_lock()
+                raise
+
+    def _take_lock(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = self.path.with_name(self.path.name + ".lock")
+        fh = lock.open("a")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            raise ValueError(f"another nuna-jax sweep is writing {self.out} (it holds {lock}); wait for it "
+                             "or choose another --out") from None
+        self._lock = (fh, lock)
+
+    def close_lock(self) -> None:
+        if self._lock is not None:
+            fh, lock = self._lock
+            try:
+                lock.unlink()
+            except OSError:
+                pass
+            fh.close()       # closing releases the flock
+            self._lock = None
+
+    def _finished_npz(self) -> np.ndarray:
+        """Indices of a finished ``.npz`` of this grid (all points); refuse any other file."""
+        try:
+            with np.load(self.out, allow_pickle=False) as z:
+                magic = str(z["sweep_magic"]) if "sweep_magic" in z.files else None
+                idx = np.asarray(z["index"], np.int64) if "index" in z.files else None
+        except Exception:            # not an npz at all
+            magic, idx = None, None
+        if magic is None:
+            self.close_lock()
+            raise ValueError(f"{self.out} is not a nuna-jax sweep output; refusing to write over it "
+                             "(remove it, choose another --out, or pass --force)")
+        if magic != self.magic:
+            self.close_lock()
+            raise ValueError(f"{self.out} holds rows of a different grid or nuna_jax version ({magic!r}); "
+                             "remove it or choose another --out")
+        return np.sort(idx)
+
+    def _recovered_indices(self) -> np.ndarray:
+        """Check every complete row of the stream; the sorted indices it holds."""
+        text = self.path.read_bytes().decode("utf-8", "replace")
+        lines = text.split("\n")
+        if not text.endswith("\n"):
+            lines = lines[:-1]                       # the last line was cut mid-write: dropped
+        header, idx, seen = None, [], set()
+        res_cols = None
+        for no, ln in enumerate(lines, start=1):
+            if not ln or ln.startswith("#"):
+                continue
+            row = next(csv.reader([ln]))
+            if header is None:
+                header = row
+                if header != self.columns:
+                    raise ValueError(f"{self.path}:{no}: columns {header} differ from this grid's {self.columns}")
+                res_cols = [k for k, c in enumerate(header) if c in ("time_ns", "lower_bound_ns", "n_flows")]
+                continue
+            where = f"{self.path}:{no}"
+            if len(row) != len(header):
+                raise ValueError(f"{where}: {len(row)} fields where the header has {len(header)}; "
+                                 "the file was changed by hand (remove the line)")
+            try:
+                i = int(row[0])
+            except ValueError:
+                raise ValueError(f"{where}: index {row[0][:40]!r} is not an integer") from None
+            if not 0 <= i < self.n_points:
+                raise ValueError(f"{where}: index {i} is outside this grid's 0 .. {self.n_points - 1}")
+            if i in seen:
+                raise ValueError(f"{where}: index {i} appears twice; the file was not written by one "
+                                 "nuna-jax sweep (remove the duplicate)")
+            for k in res_cols:
+                v = row[k]
+                try:
+                    x = float(v) if v else math.nan
+                except ValueError:
+                    raise ValueError(f"{where}: {header[k]} {v[:40]!r} is not a number") from None
+                if header[k] == "time_ns" and not (math.isfinite(x) and x >= 0):
+                    raise ValueError(f"{where}: time_ns {v!r} is not a finite time")
+            seen.add(i)
+            idx.append(i)
+        return np.sort(np.asarray(idx, np.int64))
 
     def open(self) -> None:
         """Cut a partial last line, write magic + provenance + header if new (a ``# resumed:`` line when
         other code resumes the file); then rows can be appended."""
-        if not self.active:
+        if not self.active or self._finished:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
@@ -172,12 +293,17 @@ class RowWriter:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-        if self.active and self.out.suffix == ".npz":
+        if self.active and not self._finished and self.out.suffix == ".npz" and self.path.exists():
             from ..provenance import provenance
             header, rows = read_rows(self.path)
             p = provenance()
-            np.savez(self.out, **to_columns(header, rows), nuna_jax_version=np.asarray(p["nuna_jax_version"]),
-                     git_commit=np.asarray(p["git_commit"] or ""))
+            tmp = self.out.with_name(self.out.name + ".tmp.npz")
+            np.savez(tmp, **to_columns(header, rows), nuna_jax_version=np.asarray(p["nuna_jax_version"]),
+                     git_commit=np.asarray(p["git_commit"] or ""), sweep_magic=np.asarray(self.magic))
+            os.replace(tmp, self.out)
+            if len(rows) == self.n_points:          # finished: the stream has done its job
+                self.path.unlink()
+        self.close_lock()
 
 
 def to_columns(header: list[str], rows: list[list[str]]) -> dict:

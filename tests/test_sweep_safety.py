@@ -1,0 +1,120 @@
+"""Crash-safe, exclusive sweep output (docs/sweep.md): a kill at any byte resumes exactly, one writer at
+a time, no foreign file written over, recovered rows checked with file and line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nuna_jax.cli import main
+from nuna_jax.cli.common import parse_size
+from nuna_jax.sweep import grid_from_dict, run_sweep
+from nuna_jax.sweep.writer import RowWriter, grid_fingerprint, read_rows, to_columns
+
+# closed form only: fast, and many rows written in several chunks
+GRID = {"sweep": {"closed_form_chunk": 4},
+        "axes": {"model": ["closed_form"], "gpus": [2, 8], "size": ["100kB", "1MB", "10MB"],
+                 "switch_latency_ns": [300.0, 500.0, 700.0]}}
+
+
+def _grid():
+    return grid_from_dict(GRID, parse_size=parse_size)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref") / "ref.csv"
+    s = run_sweep(_grid(), out, progress=False)
+    assert s["complete"] and s["written"] == 18 and s["chunks"] > 2
+    return out.read_bytes(), to_columns(*read_rows(out))
+
+
+def test_a_kill_at_any_byte_resumes_to_the_uninterrupted_rows(tmp_path, reference):
+    """Append-only writes: a SIGKILL at byte k leaves exactly the first k bytes.  Every such prefix
+    (random offsets, and each line boundary +- 1) resumes to the same rows, none twice."""
+    data, cols = reference
+    rng = np.random.default_rng(0)
+    nl = [i for i, b in enumerate(data) if b == 10]
+    offsets = sorted(set(rng.integers(1, len(data), 12).tolist() + [k + d for k in nl[:4] for d in (0, 1, 2)]))
+    for k in offsets:
+        out = tmp_path / f"cut{k}.csv"
+        out.write_bytes(data[:k])
+        run_sweep(_grid(), out, progress=False)
+        header, rows = read_rows(out)
+        idx = [int(r[0]) for r in rows]
+        assert sorted(idx) == list(range(18)), k            # no loss, no duplicate
+        got = to_columns(header, rows)
+        np.testing.assert_array_equal(got["time_ns"], cols["time_ns"])
+        assert not (tmp_path / f"cut{k}.csv.lock").exists()
+
+
+def test_second_writer_is_refused_at_once(tmp_path):
+    out = tmp_path / "busy.csv"
+    g = _grid()
+    holder = RowWriter(out, ["index", *g.names, "time_ns", "lower_bound_ns", "n_flows"], grid_fingerprint(g),
+                       g.n_points)
+    try:
+        with pytest.raises(ValueError, match="another nuna-jax sweep is writing"):
+            run_sweep(g, out, progress=False)
+    finally:
+        holder.close()
+    assert run_sweep(g, out, progress=False)["written"] == 18     # free again
+
+
+@pytest.mark.parametrize("line, match", [
+    ("99,closed_form,2,100000,300.0,1.0,,-1", "outside this grid"),
+    ("0,closed_form,2,100000,300.0,1.0,,-1", "appears twice"),
+    ("x,closed_form,2,100000,300.0,1.0,,-1", "not an integer"),
+    ("1,closed_form,2,100000", "fields where the header has"),
+    ("1,closed_form,2,100000,300.0,fast,,-1", "not a number"),
+])
+def test_recovered_rows_are_checked_with_file_and_line(tmp_path, reference, line, match):
+    data, _ = reference
+    lines = data.decode().split("\n")
+    out = tmp_path / "bad.csv"
+    out.write_text("\n".join(lines[:4] + [line]) + "\n")          # magic, provenance, header, row 0, bad
+    with pytest.raises(ValueError, match=match) as e:
+        run_sweep(_grid(), out, progress=False)
+    assert f"{out}:5" in str(e.value)
+    assert not (tmp_path / "bad.csv.lock").exists()
+
+
+def test_foreign_files_are_never_written_over(tmp_path, capsys):
+    csv = tmp_path / "notes.csv"
+    csv.write_text("my,own,data\n1,2,3\n")
+    with pytest.raises(ValueError, match="not a nuna-jax sweep output"):
+        run_sweep(_grid(), csv, progress=False)
+    assert csv.read_text() == "my,own,data\n1,2,3\n"
+    npz = tmp_path / "mine.npz"
+    np.savez(npz, a=np.arange(3))
+    with pytest.raises(ValueError, match="not a nuna-jax sweep output"):
+        run_sweep(_grid(), npz, progress=False)
+    assert list(np.load(npz)["a"]) == [0, 1, 2]
+    # the CLI: exit 2 with one line; --force starts afresh; --out onto the grid file is refused
+    grid = tmp_path / "g.toml"
+    grid.write_text('[sweep]\nclosed_form_chunk = 4\n[axes]\nmodel = ["closed_form"]\ngpus = [2]\n'
+                    'size = ["100kB"]\n')
+    assert main(["sweep", str(grid), "--out", str(csv), "--no-progress"]) == 2
+    assert "not a nuna-jax sweep output" in capsys.readouterr().err
+    assert main(["sweep", str(grid), "--out", str(csv), "--no-progress", "--force"]) == 0
+    assert len(read_rows(csv)[1]) == 1
+    g_npz = tmp_path / "g.npz"                      # a grid named like an output
+    g_npz.write_text(grid.read_text())
+    assert main(["sweep", str(g_npz), "--out", str(g_npz), "--no-progress"]) == 2
+    assert "is the grid file itself" in capsys.readouterr().err
+    assert g_npz.read_text().startswith("[sweep]")
+
+
+def test_finished_npz_leaves_no_stream_and_reruns_to_nothing(tmp_path, reference):
+    _, cols = reference
+    out = tmp_path / "r.npz"
+    run_sweep(_grid(), out, progress=False)
+    assert not (tmp_path / "r.npz.rows.csv").exists() and not (tmp_path / "r.npz.rows.csv.lock").exists()
+    before = out.read_bytes()
+    s = run_sweep(_grid(), out, progress=False)
+    assert s["written"] == 0 and s["complete"]
+    assert out.read_bytes() == before
+    np.testing.assert_array_equal(np.load(out)["time_ns"], cols["time_ns"])
+    other = grid_from_dict({**GRID, "axes": {**GRID["axes"], "gpus": [2]}}, parse_size=parse_size)
+    with pytest.raises(ValueError, match="different grid"):
+        run_sweep(other, out, progress=False)
