@@ -38,6 +38,11 @@ DEFAULT_LIMITS = {
     "file_bytes": 1 << 24,        # one input file (TOML, MSCCL XML, ASTRA-sim YAML): 16 MiB
     "network_npus": 1 << 20,      # NPUs of an ASTRA-sim network (product over dimensions)
     "latency_combinations": 1 << 26,  # info: routers x stacks x ports x stacks (models.spread's transfer table)
+    "axis_values": 1 << 20,       # sweep: values of one grid axis (a range's num, checked before expanding)
+    "grid_points": 1 << 28,       # sweep: points of a whole grid (closed-form rows included)
+    "model_points": 1 << 20,      # sweep: path-model and simulator points of a grid
+    "static_systems": 1 << 12,    # sweep: distinct static systems a grid validates one by one
+    "sim_flits": 1 << 28,         # sweep: flits simulated over all simulator points of a grid
 }
 
 

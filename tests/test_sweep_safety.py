@@ -118,3 +118,37 @@ def test_finished_npz_leaves_no_stream_and_reruns_to_nothing(tmp_path, reference
     other = grid_from_dict({**GRID, "axes": {**GRID["axes"], "gpus": [2]}}, parse_size=parse_size)
     with pytest.raises(ValueError, match="different grid"):
         run_sweep(other, out, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# work limits and hostile grids: exit 2, one line, before any work
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, match", [
+    ('[axes]\nsize = {start = 1, stop = 2, num = 100000000}\n', "axis values"),
+    ('[axes]\nmodel = ["closed_form"]\nsize = {start = 1, stop = 1e9, num = 1000000, integer = true}\n'
+     'switch_latency_ns = {start = 1, stop = 2, num = 1000}\n', "grid points"),
+    ('[axes]\nsize = [1e300]\n', "out of range"),
+    ('[axes]\nsize = ["1MB"]\ngpus = [1000000000]\n', "out of range"),
+    ('[axes]\nsize = ["1MB"]\nnoc_clock_ghz = [1e-9]\n', "out of range"),
+    ('[axes]\nsize = ["1MB"]\ngpus = [100000]\n', "gpus"),
+    ('[axes]\nsize = ["1MB"]\ntbs = [1000000]\n', "threadblocks"),
+    ('[axes]\nmodel = ["sim"]\nsize = ["1GB"]\ngpus = [64]\n', "flits"),
+    ('sweep = 5\n[axes]\nsize = [1]\n', "must be a table"),
+    ('[axes]\nsize = ' + '[' * 5000 + ']' * 5000 + '\n', "nested too deeply"),
+])
+def test_hostile_grids_exit_2_with_one_line(tmp_path, capsys, text, match):
+    g = tmp_path / "g.toml"
+    g.write_text(text)
+    out = tmp_path / "o.csv"
+    assert main(["sweep", str(g), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists() or read_rows(out)[1] == []
+
+
+def test_max_work_raises_the_sweep_limits(tmp_path, capsys):
+    g = tmp_path / "g.toml"
+    g.write_text('[axes]\nmodel = ["closed_form"]\nsize = {start = 1000, stop = 1e6, num = 2000, integer = true}\n')
+    assert main(["sweep", str(g), "--out", str(tmp_path / "a.csv"), "--no-progress", "--max-work", "0.001"]) == 2
+    assert "axis values" in capsys.readouterr().err
+    assert main(["sweep", str(g), "--out", str(tmp_path / "b.csv"), "--no-progress"]) == 0

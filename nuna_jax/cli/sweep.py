@@ -7,7 +7,7 @@ beside it) and an interrupted sweep resumes from what it wrote.
 
 from __future__ import annotations
 
-from .common import emit_json, parse_size
+from .common import add_max_work_arg, emit_json, limits_from_args, parse_size
 
 
 def add_parser(sub) -> None:
@@ -28,6 +28,7 @@ def add_parser(sub) -> None:
                    help="start afresh: remove an existing --out (and its .rows.csv stream) first, even one "
                         "that is not a sweep output (without it such a file is never written over)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    add_max_work_arg(p)
 
 
 def run(args) -> int:
@@ -41,7 +42,8 @@ def run(args) -> int:
     from pathlib import Path
     if Path(out).resolve() == Path(args.grid).resolve():
         raise ValueError(f"--out {out} is the grid file itself; choose another output")
-    grid = load_grid(args.grid, parse_size=parse_size)      # every check before any work
+    lim = limits_from_args(args)
+    grid = load_grid(args.grid, parse_size=parse_size, limits=lim)      # every check before any work
     if args.force:
         from ..sweep.writer import stream_path
         for f in {Path(out), stream_path(out)}:
@@ -51,7 +53,7 @@ def run(args) -> int:
         from ..sweep.distributed import initialize
         initialize(args.coordinator, args.num_processes, args.process_id)
     summary = run_sweep(grid, out, progress=not args.no_progress,
-                        max_rows=args.max_rows or DEFAULT_MAX_ROWS)
+                        max_rows=args.max_rows or DEFAULT_MAX_ROWS, limits=lim)
     if args.json:
         emit_json(summary)
     else:

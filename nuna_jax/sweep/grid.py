@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..limits import Limits
 from ..placement import canonical_policy
 from ..plans import ALGORITHMS, COLLECTIVES
 from ..presets import from_toml, preset, preset_names
@@ -72,8 +73,10 @@ def _is_num(v) -> bool:
     return (_is_int(v) or isinstance(v, (float, np.floating))) and not isinstance(v, bool)
 
 
-def _expand(axis: str, spec) -> list:
-    """A value list from a list, or from a range table ``{start, stop, num, scale = "log"|"lin"}``."""
+def _expand(axis: str, spec, limits: Limits | None = None) -> list:
+    """A value list from a list, or from a range table ``{start, stop, num, scale = "log"|"lin"}``
+    (a range's ``num`` and a list's length checked against the ``axis_values`` limit first)."""
+    lim = limits or Limits()
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"start", "stop", "num", "scale", "integer"}
         if unknown or not {"start", "stop", "num"} <= set(spec):
@@ -82,6 +85,7 @@ def _expand(axis: str, spec) -> list:
         a, b, n = spec["start"], spec["stop"], spec["num"]
         if not (_is_num(a) and _is_num(b)) or not _is_int(n) or n < 1:
             raise ValueError(f"axis {axis!r}: range needs numeric start/stop and an integer num >= 1, got {spec}")
+        lim.check("axis_values", int(n), f"axis {axis!r} (a range of num={n})")
         scale = spec.get("scale", "lin")
         if scale == "log":
             if a <= 0 or b <= 0:
@@ -96,6 +100,7 @@ def _expand(axis: str, spec) -> list:
         return [float(v) for v in vals]
     if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence):
         spec = [spec]
+    lim.check("axis_values", len(spec), f"axis {axis!r} ({len(spec)} values)")
     vals = list(spec)
     if not vals:
         raise ValueError(f"axis {axis!r} has no values (give at least one)")
@@ -195,33 +200,51 @@ def _canon(axis: str, v, parse_size: Callable | None):
             v = int(v)
         if not _is_int(v) or v <= 0:
             raise ValueError(f"axis 'size': sizes are whole numbers of bytes > 0, got {v!r}")
+        from ..units import MAX_SIZE_BYTES
+        if v > MAX_SIZE_BYTES:
+            raise ValueError(f"axis 'size': {v} B is out of range: allowed 1 .. {MAX_SIZE_BYTES:.0e} B")
         return int(v)
+    from ..presets import FIELD_RANGES
+    lo, hi = FIELD_RANGES.get(axis, (None, None))
     if axis in ("tbs_per_gpu", "nar_granularity") or axis in stat:
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         if not _is_int(v) or v < 1:
             raise ValueError(f"axis {axis!r}: must be an integer >= 1, got {v!r}")
+        if lo is not None and not lo <= v <= hi:
+            raise ValueError(f"axis {axis!r}: {v} is out of range: allowed [{lo}, {hi}]")
         return int(v)
     if axis in cont:
         if not _is_num(v) or not math.isfinite(float(v)):
             raise ValueError(f"axis {axis!r}: must be a finite number, got {v!r}")
+        if lo is not None and not lo <= float(v) <= hi:
+            raise ValueError(f"axis {axis!r}: {v!r} is out of range: allowed [{lo:g}, {hi:g}]")
         return float(v)
     known = sorted(set(SCENARIO_AXES) | set(cont) | set(stat) | set(_ALIASES))
     raise ValueError(f"unknown axis {axis!r}; known axes: {', '.join(known)}")
 
 
-def grid_from_dict(data: Mapping[str, Any], *, parse_size: Callable | None = None, source: str = "") -> Grid:
+def grid_from_dict(data: Mapping[str, Any], *, parse_size: Callable | None = None, source: str = "",
+                   limits: Limits | None = None) -> Grid:
     """A checked :class:`Grid` from a plain mapping (the parsed TOML).
 
     Layout: ``[sweep]`` (``system``: preset or system TOML, default table2;
     ``chunk``: points per path-model chunk) and ``[axes]`` (axis -> list of
     values or a range table).  ``parse_size`` turns size strings such as
-    ``"1MB"`` into bytes (the CLI passes ``cli.common.parse_size``).
+    ``"1MB"`` into bytes (the CLI passes ``cli.common.parse_size``).  ``limits``
+    (default :class:`~nuna_jax.limits.Limits`): values per axis, points of the
+    grid and of the path model / simulator, distinct static systems, each
+    checked before anything is expanded or validated one by one.
     """
+    lim = limits or Limits()
     data = dict(data)
     unknown = set(data) - {"sweep", "axes"}
     if unknown:
         raise ValueError(f"unknown grid table(s) {sorted(unknown)}; a grid has [sweep] and [axes]")
+    for table in ("sweep", "axes"):
+        if table in data and not isinstance(data[table], Mapping):
+            raise ValueError(f"[{table}] must be a table, got {type(data[table]).__name__} "
+                             f"{str(data[table])[:40]!r}")
     head = dict(data.get("sweep", {}))
     bad = set(head) - {"system", "chunk", "closed_form_chunk", "description"}
     if bad:
@@ -241,13 +264,21 @@ def grid_from_dict(data: Mapping[str, Any], *, parse_size: Callable | None = Non
         if axis in seen:
             raise ValueError(f"axis {axis!r} is given twice")
         seen.add(axis)
-        vals = tuple(_canon(axis, v, parse_size) for v in _expand(axis, spec))
+        vals = tuple(_canon(axis, v, parse_size) for v in _expand(axis, spec, lim))
         if len(set(vals)) != len(vals):
             raise ValueError(f"axis {axis!r} repeats a value: {list(vals)}")
         axes.append((axis, vals))
     if "size" not in seen:
         raise ValueError("a grid needs a 'size' axis (bytes, e.g. size = [100000, 1000000])")
     g = Grid(tuple(axes), base, int(chunk), int(cf_chunk), source)
+    what = source or "the grid"
+    lim.check("grid_points", g.n_points, f"{what} ({' x '.join(map(str, g.shape))} points)")
+    models = g.values("model") if "model" in g.names else (SCENARIO_AXES["model"],)
+    n_model = g.n_points // len(models) * sum(m != "closed_form" for m in models)
+    lim.check("model_points", n_model, f"{what} ({n_model} path-model / simulator points)")
+    static_axes = [a for a in g.names if a in static_fields() or a == "system"]
+    lim.check("static_systems", math.prod(len(g.values(a)) for a in static_axes),
+              f"{what} (distinct static systems of {', '.join(static_axes) or 'the base'})")
     _check_systems(g)
     return g
 
@@ -274,15 +305,20 @@ def _check_systems(g: Grid) -> None:
                         raise ValueError(f"axis {a!r}: {e}") from None
 
 
-def load_grid(path: str | Path, *, parse_size: Callable | None = None) -> Grid:
-    """Read and check a grid TOML file (format: docs/sweep.md)."""
+def load_grid(path: str | Path, *, parse_size: Callable | None = None, limits: Limits | None = None) -> Grid:
+    """Read and check a grid TOML file (format: docs/sweep.md) within ``limits``."""
     import tomllib
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"grid file {str(p)!r} does not exist")
+    (limits or Limits()).check_file(p, "grid file")
     with p.open("rb") as fh:
         try:
             data = tomllib.load(fh)
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"{p}: invalid TOML: {e}") from None
-    return grid_from_dict(data, parse_size=parse_size, source=str(p))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{p}: not UTF-8 text (byte {e.start}): a grid is a TOML file") from None
+        except RecursionError:
+            raise ValueError(f"{p}: arrays or tables nested too deeply to be a grid") from None
+    return grid_from_dict(data, parse_size=parse_size, source=str(p), limits=limits)

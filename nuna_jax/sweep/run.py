@@ -34,6 +34,7 @@ from .groups import Block, blocks
 from ..system import stack_systems
 from .shard import device_mesh, put_batch, put_replicated, round_up, to_host
 from .writer import RowWriter, grid_fingerprint
+from ..limits import Limits
 
 __all__ = ["run_sweep", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
 
@@ -147,9 +148,25 @@ def _merge_shapes(groups: dict, factor: float) -> dict:
     return out
 
 
+def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) -> int:
+    """The work limits of one path / sim point, from its inputs (``limits.generated_plan_work``), before
+    its traffic is built; returns the flits it would simulate (0 for the path model)."""
+    from ..limits import check_traffic_work, generated_plan_work
+    key = (s.n_gpus, s.mesh_cols, s.mesh_rows, s.cus_per_router, s.n_io_ports, s.page_bytes, s.flit_bytes,
+           pt["collective"], pt["algorithm"], pt["tbs_per_gpu"], pt["size"], pt["model"])
+    if key not in seen:
+        desc = f"grid point {i} (" + ", ".join(f"{a}={pt[a]}" for a in grid.names) + ")"
+        lim.check_system(s, desc)
+        work = generated_plan_work(pt["collective"], pt["algorithm"], s.n_gpus, pt["tbs_per_gpu"], pt["size"])
+        check_traffic_work(lim, work, s, desc, flits=pt["model"] == "sim")
+        seen[key] = int(work["bytes"] // int(s.flit_bytes) + work["plan_steps"]) if pt["model"] == "sim" else 0
+    return seen[key]
+
+
 def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
               devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
-              merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None) -> dict:
+              merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
+              limits: Limits | None = None) -> dict:
     """Evaluate every point of ``grid`` not yet in ``out`` and append its row.
 
     ``max_rows``: path-model chunk bound (points x padded flows); ``devices``:
@@ -158,8 +175,11 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
     chunk (default the grid's ``closed_form_chunk``); ``merge_factor``: path
     shape buckets within this ratio share a compiled program (1: no merging);
     ``compile_threads``: path-model programs compiled at once (default: CPU
-    count, at most 8).  Returns a summary.
+    count, at most 8).  ``limits`` (default :class:`~nuna_jax.limits.Limits`): every path / sim
+    point's system, threadblocks, steps, pages (and flits) are checked before its traffic is built,
+    and the grid's total simulated flits.  Returns a summary.
     """
+    lim = limits or Limits()
     t_start = time.time()
     if compile_threads is None:
         compile_threads = min(8, os.cpu_count() or 1)
@@ -178,6 +198,8 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
         cache: dict = {}
         path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
         sim_points = []
+        seen_work: dict = {}
+        sim_flits = 0
         t_plan = time.time()
         for b_no, b in enumerate(bl):
             if b.fixed["model"] == "closed_form":
@@ -187,6 +209,8 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
             for i in idx:
                 pt = grid.point(int(i))
                 s = grid.system_of(pt)
+                sim_flits += _check_point_work(lim, grid, int(i), pt, s, seen_work)
+                lim.check("sim_flits", sim_flits, f"{grid.source or 'the grid'}'s simulator points")
                 try:
                     tr = path_eval.traffic_for(s, pt, cache)
                 except ValueError as e:
@@ -209,6 +233,13 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
         def emit(index, time_ns, lb, nflows):
             nonlocal written
             keep = w.todo_mask(index)
+            bad = keep & ~np.isfinite(np.asarray(time_ns, np.float64))
+            if bad.any():
+                i = int(index[np.flatnonzero(bad)[0]])
+                pt = grid.point(i)
+                desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
+                raise ValueError(f"grid point {i} ({desc}) evaluates to a non-finite time; its inputs are "
+                                 "outside what the model can represent (nothing non-finite is written)")
             cols = {"index": index[keep], **_axis_columns(grid, index[keep]),
                     "time_ns": np.asarray(time_ns)[keep], "lower_bound_ns": np.asarray(lb)[keep],
                     "n_flows": np.asarray(nflows)[keep]}
