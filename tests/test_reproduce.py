@@ -43,3 +43,55 @@ def test_two_quick_experiments_run(tmp_path, capsys):
     assert d["failed"] == [] and sorted(r["name"] for r in d["experiments"]) == ["fig2", "pk_table3"]
     figs = list((tmp_path / "fig2").glob("*.json"))
     assert figs and json.loads(figs[0].read_text())          # fig2 wrote its numbers under --out
+
+
+def test_a_signal_ends_every_running_experiment(tmp_path):
+    """SIGTERM (or SIGINT) to `reproduce` ends its running experiments and their children too (no orphan),
+    and the command exits 128 + signal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    pids = tmp_path / "pids"
+    (exp / "nap.py").write_text(
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}} {{child.pid}}\\n')\n"
+        "time.sleep(120)\n")
+    code = ("import sys; from pathlib import Path; import nuna_jax.cli.reproduce as r\n"
+            f"r.experiments_dir = lambda: Path({str(exp)!r})\n"
+            "r.EXPERIMENTS = {'a': r.Experiment('nap.py', 'sleeps'), 'b': r.Experiment('nap.py', 'sleeps')}\n"
+            "from nuna_jax.cli import main; sys.exit(main(['reproduce', 'a', 'b', '--jobs', '2']))\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    while (not pids.exists() or pids.read_text().count("\n") < 2) and time.time() - t0 < 60:
+        time.sleep(0.2)
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 4                       # two experiments, each with a child
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    for pid in started:
+        try:
+            os.kill(pid, 0)
+            alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        assert not alive, pid
+
+
+def test_relative_out_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+    import nuna_jax.cli.reproduce as r
+    seen = {}
+
+    def fake_waves(args, names, command, running):
+        seen["cmd"] = command(names[0])
+        return 0
+    monkeypatch.setattr(r, "_run_waves", fake_waves)
+    monkeypatch.chdir(tmp_path)
+    from nuna_jax.cli import main
+    assert main(["reproduce", "spread", "--out", "rel"]) == 0
+    assert seen["cmd"][-1] == str(tmp_path / "rel" / "spread")

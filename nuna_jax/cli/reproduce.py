@@ -14,6 +14,8 @@ installation without the clone the command says so (exit 2).
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,27 +117,59 @@ def run(args) -> int:
     if args.quick and not args.json:
         print("note: --quick writes its reduced grids over experiments/out and experiments/data "
               "(`git checkout experiments` restores the committed full-grid results)", file=sys.stderr)
-    from ..progress import Progress
+    out_dir = Path(args.out).resolve() if args.out else None   # relative to where the user stands, not the clone
 
     def command(name):
         e = EXPERIMENTS[name]
         cmd = [sys.executable, str(root / e.script)] + (list(e.quick) if args.quick else [])
-        if args.out and e.takes_out:
-            cmd += ["--out", str(Path(args.out) / name)]
+        if out_dir is not None and e.takes_out:
+            cmd += ["--out", str(out_dir / name)]
         return cmd
+
+    running: dict = {}
+
+    def stop_children(signum=None, frame=None):
+        """SIGINT / SIGTERM: end every running experiment (and its children), then exit 128 + signal."""
+        for proc, _, _ in running.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + 10
+        for proc, _, _ in running.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        raise SystemExit(128 + (signum or signal.SIGINT))
+
+    old = {sig: signal.signal(sig, stop_children) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run_waves(args, names, command, running)
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _run_waves(args, names, command, running) -> int:
+    from ..progress import Progress
+    root = experiments_dir()
 
     # the report reads every other experiment's JSON: it waits for all of them
     waves = [[n for n in names if n != "report"]] + ([["report"]] if "report" in names else [])
     results = []
     with Progress(total=len(names), label="reproduce", unit="experiments", enabled=not args.json) as bar:
         for wave in waves:
-            pending, running = list(wave), {}
+            pending = list(wave)
             while pending or running:
                 while pending and len(running) < args.jobs:
                     name = pending.pop(0)
                     log = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: no child blocks on output
+                    # each experiment leads its own process group, so a signal can end it and its children
                     running[name] = (subprocess.Popen(command(name), cwd=root.parent, stdout=log,
-                                                      stderr=subprocess.STDOUT, text=True), time.perf_counter(), log)
+                                                      stderr=subprocess.STDOUT, text=True, start_new_session=True),
+                                     time.perf_counter(), log)
                 name = _first_done(running)
                 proc, t0, log = running.pop(name)
                 proc.wait()
