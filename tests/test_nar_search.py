@@ -55,8 +55,9 @@ def test_estimate_many_keeps_order_and_groups_by_phases():
     one = np.array([float(K.estimate_ns(s, K.pad_flows(t, K.bucket_rows(t.n_flows)))) for t in ts])
     many = K.estimate_many(s, ts)
     np.testing.assert_allclose(many, one, rtol=2 * ULP, atol=0)
-    # several calls (a small row budget) give the same numbers
+    # several calls (a small row budget), and vmap instead of lax.map, give the same numbers
     np.testing.assert_allclose(K.estimate_many(s, ts, max_batch_rows=256), many, rtol=2 * ULP, atol=0)
+    np.testing.assert_allclose(K.estimate_many(s, ts, vectorize=True), many, rtol=2 * ULP, atol=0)
     assert K.estimate_many(s, []).shape == (0,)
 
 

@@ -104,14 +104,16 @@ def stack_traffic(traffics, n_rows: int | None = None) -> Traffic:
 
 
 def estimate_many(s: System, traffics, n_phases: int | None = None, *, engine: str = "runs",
-                  chunk_flows: int = CHUNK_FLOWS, max_batch_rows: int = MAX_BATCH_ROWS) -> np.ndarray:
+                  chunk_flows: int = CHUNK_FLOWS, max_batch_rows: int = MAX_BATCH_ROWS,
+                  vectorize: bool | None = None) -> np.ndarray:
     """The path model's estimate (:func:`~.api.estimate_ns`) of every concrete Traffic of the list
     on ``s``, ns, numpy float64 ``[len(traffics)]``, in a few compiled calls.
 
     Tables are grouped by phase count (``n_phases``, else each table's own); a group is padded
     in numpy to one row count (:func:`bucket_rows` of its longest table) and one batch size
     (:func:`batch_bucket`), copied to the device once and estimated by one program
-    (:func:`~.api.estimate_batch_jit`: ``vmap`` on an accelerator, ``lax.map`` on a CPU), split
+    (:func:`~.api.estimate_batch_jit`: ``vmap`` on an accelerator, ``lax.map`` on a CPU, or as
+    ``vectorize`` says), split
     into equal calls of at most ``max_batch_rows`` rows in all.  So tables of different lengths
     compile once per (system shape, phases, bucket, batch), not once per table.  Each value
     equals ``estimate_ns(s, pad_flows(t, bucket_rows(t.n_flows)), n_phases=...)`` to float32
@@ -119,7 +121,7 @@ def estimate_many(s: System, traffics, n_phases: int | None = None, *, engine: s
     some results by one unit in the last place; tests compare them).
     """
     check_engine(engine, chunk_flows)
-    vectorize = jax.default_backend() != "cpu"
+    vectorize = jax.default_backend() != "cpu" if vectorize is None else bool(vectorize)
     traffics = list(traffics)
     out = np.empty(len(traffics))
     phases = [resolve_n_phases(t, n_phases) for t in traffics]
