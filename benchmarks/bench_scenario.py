@@ -7,14 +7,16 @@
   event) and the time spent in them;
 * a subset of the Figure 9 grid's traffic building (``--grid``: collectives x GPU counts x
   sizes under NAP+NAR, one fresh process, points in order), with compilations;
+* NUNA Figure 9's grid (``examples/grids/fig9.toml``: All-Gather, 4 sizes, 4 policies) on some of
+  its GPU counts (``--sweep-gpus``, default 2 and 8), end to end through ``run_sweep``;
 * ``nuna-jax --help`` (``python -m nuna_jax --help``) wall time, best and median of several runs,
   and whether jax / flax / numba were imported by it.
 
 Every part runs in its own subprocess (so "cold" is cold).
 
-    python benchmarks/bench_scenario.py [--label after] [--grid quick|fig9-small|none]
+    python benchmarks/bench_scenario.py [--label cpu_after] [--grid quick|fig9-small|none]
 
-Writes ``scenario_cpu_<label>_<date>.json`` to ``--out`` (default benchmarks/out) and prints a table.
+Writes ``scenario_<label>_<date>.json`` to ``--out`` (default benchmarks/out) and prints a table.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def child_scenario() -> dict:
     s = preset("table2", n_gpus=8)
     cold = _timed_scenario(cnt, s, "allgather", 10**6)
     warm = [_timed_scenario(cnt, s, "allgather", 10**6) for _ in range(3)]
-    return {"import_s": t_import, "cold": cold, "warm": warm,
+    import jax
+    return {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+            "import_s": t_import, "cold": cold, "warm": warm,
             "warm_best_s": min(w["s"] for w in warm), "warm_compiles": sum(w["compiles"] for w in warm)}
 
 
@@ -96,6 +100,26 @@ def child_grid(name: str) -> dict:
     return {"grid": name, "points": rows, "total_s": time.perf_counter() - t0, "compiles": n, "compile_s": cs}
 
 
+def child_sweep(gpus: str) -> dict:
+    """``examples/grids/fig9.toml`` with its ``gpus`` axis cut to ``gpus``, end to end (run_sweep)."""
+    import tempfile
+    import tomllib
+    from nuna_jax.cli.common import parse_size
+    from nuna_jax.sweep import grid_from_dict, run_sweep
+    data = tomllib.loads((ROOT / "examples" / "grids" / "fig9.toml").read_text())
+    data["axes"]["gpus"] = [int(g) for g in gpus.split(",")]
+    g = grid_from_dict(data, parse_size=parse_size)
+    cnt = _Compiles()
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        run_sweep(g, Path(d) / "fig9.csv", progress=False, max_rows=1 << 24)
+        dt = time.perf_counter() - t0
+        rows = (Path(d) / "fig9.csv").read_text().splitlines()
+    n, cs = cnt.snap()
+    return {"gpus": data["axes"]["gpus"], "points": len(rows) - 1, "total_s": dt, "compiles": n, "compile_s": cs,
+            "csv": rows}
+
+
 def child_help() -> dict:
     from nuna_jax.cli import main
     try:
@@ -107,7 +131,7 @@ def child_help() -> dict:
 
 # ---------------------------------------------------------------------------
 def _run_child(part: str, *extra) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     r = subprocess.run([sys.executable, __file__, "--child", part, *extra], env=env, cwd=ROOT,
                        capture_output=True, text=True)
@@ -142,13 +166,14 @@ def _git(*a) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
-    ap.add_argument("--label", default="after")
+    ap.add_argument("--label", default="cpu_after")
     ap.add_argument("--grid", default="quick", choices=[*GRIDS, "none"])
+    ap.add_argument("--sweep-gpus", default="2,8", help="Figure 9 grid (run_sweep) on these GPU counts; 'none': skip")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        fn = {"scenario": child_scenario, "grid": child_grid, "help": child_help}[a.child]
+        fn = {"scenario": child_scenario, "grid": child_grid, "sweep": child_sweep, "help": child_help}[a.child]
         print(json.dumps(fn(*a.child_args)))
         return 0
 
@@ -160,8 +185,11 @@ def main() -> int:
            "label": a.label}
     res["help"] = bench_help()
     res["scenario"] = _run_child("scenario")
+    res["machine"]["backend"] = res["scenario"]["backend"]
     if a.grid != "none":
         res["grid"] = _run_child("grid", a.grid)
+    if a.sweep_gpus != "none":
+        res["sweep"] = _run_child("sweep", a.sweep_gpus)
     res["machine"]["loadavg_end"] = list(os.getloadavg())
 
     sc, h = res["scenario"], res["help"]
@@ -179,8 +207,12 @@ def main() -> int:
             print(f"{what:58s} {p['s']:9.2f} {p['compiles']:9d}")
         print(f"{'grid ' + gr['grid'] + ' traffic building, total':58s} {gr['total_s']:9.2f} {gr['compiles']:9d}"
               f"  ({gr['compile_s']:.2f} s compiling)")
+    if "sweep" in res:
+        sw = res["sweep"]
+        print(f"{'Figure 9 grid on ' + str(sw['gpus']) + ' GPUs, run_sweep (' + str(sw['points']) + ' points)':58s} "
+              f"{sw['total_s']:9.2f} {sw['compiles']:9d}  ({sw['compile_s']:.2f} s compiling)")
     day = res["date"][:10]
-    out = Path(a.out) / f"scenario_cpu_{a.label}_{day}.json"
+    out = Path(a.out) / f"scenario_{a.label}_{day}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
     print(f"written {out}")
