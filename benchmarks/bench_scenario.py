@@ -169,6 +169,7 @@ def main() -> int:
     ap.add_argument("--label", default="cpu_after")
     ap.add_argument("--grid", default="quick", choices=[*GRIDS, "none"])
     ap.add_argument("--sweep-gpus", default="2,8", help="Figure 9 grid (run_sweep) on these GPU counts; 'none': skip")
+    ap.add_argument("--parts", default="help,scenario,grid,sweep", help="which parts to run (comma-separated)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -183,23 +184,29 @@ def main() -> int:
                        "loadavg_start": list(os.getloadavg())},
            "commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "nuna_jax")),
            "label": a.label}
-    res["help"] = bench_help()
-    res["scenario"] = _run_child("scenario")
-    res["machine"]["backend"] = res["scenario"]["backend"]
-    if a.grid != "none":
+    parts = set(a.parts.split(","))
+    if "help" in parts:
+        res["help"] = bench_help()
+    if "scenario" in parts:
+        res["scenario"] = _run_child("scenario")
+        res["machine"]["backend"] = res["scenario"]["backend"]
+    if a.grid != "none" and "grid" in parts:
         res["grid"] = _run_child("grid", a.grid)
-    if a.sweep_gpus != "none":
+    if a.sweep_gpus != "none" and "sweep" in parts:
         res["sweep"] = _run_child("sweep", a.sweep_gpus)
     res["machine"]["loadavg_end"] = list(os.getloadavg())
 
-    sc, h = res["scenario"], res["help"]
     print(f"{'what':58s} {'seconds':>9s} {'compiles':>9s}")
-    print(f"{'nuna-jax --help (best / median of ' + str(h['runs']) + ')':58s} "
-          f"{h['best_s']:6.3f}/{h['median_s']:.3f}  heavy imports: {h['heavy_imported'] or 'none'}")
-    c = sc["cold"]
-    print(f"{'make_scenario 8 GPU 1 MB AG NAP+NAR, cold':58s} {c['s']:9.2f} {c['compiles']:9d}"
-          f"  ({c['compile_s']:.2f} s compiling; g={c['granularity']})")
-    print(f"{'make_scenario, warm (best of 3)':58s} {sc['warm_best_s']:9.3f} {sc['warm_compiles']:9d}")
+    if "help" in res:
+        h = res["help"]
+        print(f"{'nuna-jax --help (best / median of ' + str(h['runs']) + ')':58s} "
+              f"{h['best_s']:6.3f}/{h['median_s']:.3f}  heavy imports: {h['heavy_imported'] or 'none'}")
+    if "scenario" in res:
+        sc = res["scenario"]
+        c = sc["cold"]
+        print(f"{'make_scenario 8 GPU 1 MB AG NAP+NAR, cold':58s} {c['s']:9.2f} {c['compiles']:9d}"
+              f"  ({c['compile_s']:.2f} s compiling; g={c['granularity']})")
+        print(f"{'make_scenario, warm (best of 3)':58s} {sc['warm_best_s']:9.3f} {sc['warm_compiles']:9d}")
     if "grid" in res:
         gr = res["grid"]
         for p in gr["points"]:

@@ -65,6 +65,10 @@ def test_batch_bucket_few_shapes():
     assert [K.batch_bucket(n) for n in (1, 2, 3, 4, 5, 7, 9, 12, 13, 17, 25)] == [1, 2, 3, 4, 6, 8, 12, 12, 16, 24,
                                                                                    32]
     assert all(n <= K.batch_bucket(n) < 1.5 * n + 1 for n in range(1, 300))   # under a third wasted
+    # rows: the path model's buckets up to one chunk, then two shapes per doubling
+    assert [K.batch_rows(n) for n in (1, 300, 5000, 32768, 32769, 50000, 10**6)] == [
+        K.MIN_BATCH_ROWS, K.MIN_BATCH_ROWS, 8192, 32768, 49152, 65536, 1 << 20]
+    assert len({K.batch_rows(n) for n in range((1 << 20) + 1, 1 << 21, 997)}) == 2
 
 
 def test_pad_traffic_on_the_host_is_numpy_and_equal():
