@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from .system import System, validate
+if TYPE_CHECKING:   # System (flax) is imported where a System is built: preset_names() stays light
+    from .system import System
 
 __all__ = ["preset", "preset_names", "from_params", "from_toml", "load_system", "is_system_file", "table2_params",
            "system_origin", "FIELD_RANGES"]
@@ -109,6 +110,7 @@ def _coerce(params: Mapping[str, Any]) -> dict:
 
     ``ValueError`` names the field, the bad value and the allowed range.
     """
+    from .system import System
     fields = {f.name: f for f in dataclasses.fields(System)}
     unknown = sorted(str(k) for k in set(params) - set(fields))
     if unknown:
@@ -155,6 +157,12 @@ def _stretch_rule(params: dict, given: Mapping[str, Any]) -> dict:
     return params
 
 
+def _build(params: dict, given: Mapping[str, Any]) -> System:
+    """The validated System of ``params`` (``given``: the fields the caller set)."""
+    from .system import System, validate
+    return validate(System(**_coerce(_stretch_rule(params, given))))
+
+
 def from_params(**params) -> System:
     """Build and validate a System from plain keyword parameters.
 
@@ -164,7 +172,7 @@ def from_params(**params) -> System:
     base = table2_params()
     base["name"] = "custom"
     base.update(params)
-    return validate(System(**_coerce(_stretch_rule(base, params))))
+    return _build(base, params)
 
 
 def preset(name: str = "table2", /, **overrides) -> System:
@@ -178,7 +186,7 @@ def preset(name: str = "table2", /, **overrides) -> System:
         raise ValueError(f"unknown system preset {name!r}; choose one of {', '.join(preset_names())}")
     params = _PRESETS[key]()
     params.update(overrides)
-    return validate(System(**_coerce(_stretch_rule(params, overrides))))
+    return _build(params, overrides)
 
 
 def _read_toml(path: str | Path) -> tuple[Path, dict]:
@@ -272,5 +280,6 @@ def load_system(spec: str | None, n_gpus: int | None = None) -> System:
     else:
         s = preset(spec)
     if n_gpus is not None:
+        from .system import validate
         s = validate(s.replace(n_gpus=int(n_gpus)))
     return s

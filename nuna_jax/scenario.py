@@ -74,18 +74,23 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
 
     Every granularity ``1 .. 2 * mesh_rows`` (1 = one domain of all ports, i.e.
     no NAR) is placed, lowered and estimated with the analytical path model
-    (``models.contention.estimate_ns``); the fastest is kept (ties: the smaller
+    (``models.contention.estimate_ns``, every candidate in one compiled call:
+    ``models.contention.estimate_many``); the fastest is kept (ties: the smaller
     granularity).  Returns the chosen placement (its ``granularity_search``
     holds every candidate's estimate) and its traffic.
     """
+    from .models.contention import estimate_many
+
     opts = options or PolicyOptions()
-    best = None
-    costs = {}
-    for g in range(1, min(max_useful_granularity(system), system.n_io_ports) + 1):
+    gs = range(1, min(max_useful_granularity(system), system.n_io_ports) + 1)
+    cands = []
+    for g in gs:
         pl = place(system, plan, policy, dataclasses.replace(opts, nar_granularity=g))
-        t = build_traffic(system, plan, pl)
-        # the estimate alone (what ``evaluate`` reports as time_ns): a smaller program to compile
-        costs[g] = _estimate(system, t)
+        cands.append((pl, build_traffic(system, plan, pl)))
+    # the estimate alone (what ``evaluate`` reports as time_ns): a smaller program to compile
+    costs = dict(zip(gs, map(float, estimate_many(system, [t for _, t in cands]))))
+    best = None
+    for g, (pl, t) in zip(gs, cands):
         if best is None or costs[g] < best[0]:
             best = (costs[g], pl, t)
     pl = dataclasses.replace(best[1], granularity_search=costs)

@@ -86,7 +86,8 @@ def use_compilation_cache() -> None:
     """Keep XLA's compiled programs between runs of the command (JAX's persistent compilation
     cache): the second ``nuna-jax estimate`` on the same shapes skips most of the compile time.
     Directory: ``$NUNA_JAX_CACHE_DIR`` (empty: off), else ``~/.cache/nuna_jax/xla``; an
-    unwritable directory just leaves the cache off."""
+    unwritable directory just leaves the cache off.  Does not import jax: when jax is not loaded
+    yet, the setting goes through the environment variables jax reads when it is first imported."""
     import os
     d = os.environ.get("NUNA_JAX_CACHE_DIR")
     if d == "":
@@ -96,15 +97,23 @@ def use_compilation_cache() -> None:
         os.makedirs(d, exist_ok=True)
         if not os.access(d, os.W_OK):
             return
-        import jax
+    except OSError:  # no home, read-only file system
+        return
+    if "jax" not in sys.modules:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = d
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1.0"
+        return
+    import jax
+    try:
         jax.config.update("jax_compilation_cache_dir", d)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    except (OSError, AttributeError):  # no home, read-only file system, an old jax
+    except AttributeError:  # an old jax
         return
 
 
 def main(argv: list[str] | None = None) -> int:
-    use_compilation_cache()
+    # parsing (--help, --version, argument errors) loads no jax, flax or numba: every subcommand
+    # module imports them where it runs (tests/test_cli_quick.py)
     parser, runners = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -114,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         print(f"nuna-jax: error: give a command ({', '.join(runners)}); see nuna-jax --help", file=sys.stderr)
         return 2
+    use_compilation_cache()
     try:
         return int(runners[args.command](args) or 0)
     except USER_ERRORS as e:

@@ -7,13 +7,17 @@ import json
 import math
 import sys
 
-from ..placement import POLICIES
-from ..plans import ALGORITHMS, COLLECTIVES
-from ..scenario import Scenario, make_scenario
-from ..system import System
-from ..presets import is_system_file, load_system, preset_names, system_origin
+from typing import TYPE_CHECKING
+
+# only light modules at the top (no jax, flax, numba): the parsers are built from this file
 from ..limits import Limits, check_traffic_work, generated_plan_work, plan_work
+from ..presets import preset_names
 from ..units import MAX_SIZE_BYTES, format_size, parse_size  # noqa: F401  (re-exported for subcommands)
+from .names import ALGORITHMS, COLLECTIVES, POLICIES
+
+if TYPE_CHECKING:
+    from ..scenario import Scenario
+    from ..system import System
 
 def add_plot_arg(p, what: str) -> None:
     """``--plot FILE.png|FILE.pdf`` (docs/plots.md)."""
@@ -81,6 +85,7 @@ def add_system_args(p, gpus: bool = True) -> None:
 
 def system_from_args(args) -> System:
     """The ``--system`` (preset or TOML file, read once) with ``--gpus``, within the work limits."""
+    from ..presets import is_system_file, load_system
     lim = limits_from_args(args)
     spec = str(args.system or "table2")
     if is_system_file(spec):
@@ -96,6 +101,7 @@ def system_from_args(args) -> System:
 def system_labels(args, s: System) -> dict:
     """``{"system", "system_base", "system_file"}`` of the ``--system`` a command loaded: a TOML file's
     system is named after the file (or its ``name`` key), with its base and path beside the name."""
+    from ..presets import system_origin
     return {"system": s.name, **system_origin(getattr(args, "system", None))}
 
 
@@ -185,6 +191,7 @@ def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario
     MSCCL file (read once: ``make_scenario`` gets the cached parse).
     """
     from ..plans import canonical_collective
+    from ..scenario import Scenario, make_scenario
     lim = limits_from_args(args)
     size = parse_size(args.size)
     plan_file = getattr(args, "plan", None)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args,
                      number, parse_size, system_from_args, system_labels, system_text, write_plot)
-from ..placement import FIGURE11_ORDER as POLICY_ORDER
 
 
 def add_parser(sub) -> None:
@@ -119,6 +118,7 @@ def run(args) -> int:
     if args.collective:
         head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
     if pol == "all":
+        from ..placement import FIGURE11_ORDER as POLICY_ORDER
         done = [_one(s, args, p, args.simulate) for p in POLICY_ORDER]
         rows = [d for d, _ in done]
         head["n_gpus"] = rows[0]["n_gpus"]

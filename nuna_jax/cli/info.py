@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, system_from_args,
                      system_labels, system_text, write_plot)
-from ..models.spread import nuna_spread
-from ..geometry import router_xy
 
 
 def add_parser(sub) -> None:
@@ -19,7 +17,8 @@ def add_parser(sub) -> None:
 
 
 def info_dict(s) -> dict:
-    from ..geometry import port_router, stack_router
+    from ..geometry import port_router, router_xy, stack_router
+    from ..models.spread import nuna_spread
     d = s.summary()
     sp = nuna_spread(s)
     d["noc_latency_ns"] = {"cu_to_port": sp["cu_to_port"], "port_to_stack": sp["port_to_stack"]}

@@ -8,8 +8,8 @@ Example::
 
 from __future__ import annotations
 
-from ..models import kernel as K
 from .common import add_max_work_arg, emit_json, limits_from_args, number
+from .names import KERNEL_MECHANISMS, KERNEL_OPS, KERNEL_PRESETS, KERNEL_SCHEDULES
 
 #: Largest GEMM dimension accepted (m, n, k): 2^24, far above any of the papers' shapes.
 MAX_DIM = float(1 << 24)
@@ -18,12 +18,11 @@ _TERMS = ("launch_ns", "comp_ns", "mem_ns", "comm_ns", "non_overlap_ns", "sync_n
 
 
 def add_parser(subparsers):
-    from ..kernel_presets import kernel_preset_names
     p = subparsers.add_parser(
         "kernel", help="ParallelKittens fused multi-GPU kernel cost model (T = launch + max(comp, mem, comm) + non-overlap + sync)",
         description="Per-GPU time of a fused GEMM+collective kernel (or a plain collective) "
                     "under the ParallelKittens cost model; times in ns.")
-    p.add_argument("--op", required=True, choices=K.OPS)
+    p.add_argument("--op", required=True, choices=KERNEL_OPS)
     dim = number(0.0, MAX_DIM, lo_open=True)
     p.add_argument("--m", type=dim, help="rows of the local GEMM (gathered rows for ag+gemm), in (0, 2^24]")
     p.add_argument("--n", type=dim, help="columns of the local GEMM, in (0, 2^24]")
@@ -31,11 +30,11 @@ def add_parser(subparsers):
     p.add_argument("--bytes", type=number(0.0, 1e15, lo_open=True), dest="n_bytes",
                    help="buffer size for a plain collective (bytes), in (0, 1e15]")
     p.add_argument("--gpus", type=number(1, 10**9, integer=True, what="n_gpus"), default=8)
-    p.add_argument("--system", default="h100", help=f"kernel preset: {', '.join(kernel_preset_names())}")
-    p.add_argument("--schedule", choices=K.SCHEDULES, default="intra")
+    p.add_argument("--system", default="h100", help=f"kernel preset: {', '.join(KERNEL_PRESETS)}")
+    p.add_argument("--schedule", choices=KERNEL_SCHEDULES, default="intra")
     p.add_argument("--comm-sms", type=number(0.0, 1e6, lo_open=True, what="comm_sms"), default=None,
                    help="communication SMs for --schedule inter, in (0, n_sms) (default: best by integer search)")
-    p.add_argument("--mechanism", choices=K.MECHANISMS, default=None)
+    p.add_argument("--mechanism", choices=KERNEL_MECHANISMS, default=None)
     p.add_argument("--elem-bytes", type=number(0.125, 64.0, what="elem_bytes"), default=2.0,
                    help="bytes per element (bf16 = 2), in [0.125, 64]")
     p.add_argument("--baseline", action="store_true", help="also print the non-overlapped baseline")
@@ -50,6 +49,7 @@ def _f(x):
 
 def run(args) -> int:
     from ..kernel_presets import kernel_preset
+    from ..models import kernel as K
     limits_from_args(args).check("gpus", args.gpus, f"--gpus {args.gpus}")
     hw = kernel_preset(args.system, n_gpus=args.gpus)
     t = K.kernel_terms(hw, args.op, args.m, args.n, args.k, args.gpus, args.schedule,

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, system_from_args,
                      system_labels, system_text, write_plot)
-from ..scenario import Scenario
 from .common import add_scenario_args, scenario_from_args
-from ..geometry import cu_router, hops as hop_count, port_router, router_die, stack_router
+
+if TYPE_CHECKING:
+    from ..scenario import Scenario
 
 __all__ = ["add_parser", "run", "summary"]
 
@@ -35,6 +38,7 @@ def summary(sc: Scenario) -> dict:
     (local read stack -> CU).  Port load: bytes per egress port over every
     (GPU, port), idle ports included.
     """
+    from ..geometry import cu_router, hops as hop_count, port_router, router_die, stack_router
     s, plan, pl, t = sc.system, sc.plan, sc.placement, sc.traffic.numpy()
     cr, pr, sr = cu_router(s), port_router(s), stack_router(s)
     w = t.flits

@@ -11,7 +11,7 @@ from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, 
 
 def add_parser(sub) -> None:
     from .common import add_scenario_args
-    from ..sim import ENGINES
+    from .names import SIM_ENGINES as ENGINES
     p = sub.add_parser(
         "simulate", help="simulate a collective flit by flit (exact, integer ps)",
         description="Build the collective's traffic (plan -> placement -> traffic, as `place` and "

@@ -8,7 +8,8 @@ Built on :mod:`nuna_jax.path` (docs/model.md, "The path of a flit"), one idea pe
   :mod:`.intervals` — the runs engine's interval primitives;
 * :mod:`.objective` — lower bound, estimate and smooth estimate as pure functions of the tables;
 * :mod:`.api` — the public jitted functions and :func:`path_costs` (pure; ``jit``/``vmap``/``grad``);
-* :mod:`.report` — breakdown, ``evaluate``, shape buckets, Traffic stacking.
+* :mod:`.report` — breakdown, ``evaluate``, shape buckets, Traffic stacking, ``estimate_many`` (one
+  compiled call for a list of tables).
 
 Engine and chunk size are explicit static arguments (``engine="runs"|"stages"``, ``chunk_flows``).
 """
@@ -16,7 +17,8 @@ Engine and chunk size are explicit static arguments (``engine="runs"|"stages"``,
 from .api import (TEMPERATURE_NS, WEIGHT_TEMPERATURE_NS, PathCosts, analyze, estimate_ns, flow_latency_ns,
                   lower_bound_ns, path_costs, resource_busy_ns, resource_tables, smooth_estimate_ns,
                   window_busy_ns)
-from .report import breakdown, bucket_rows, evaluate, pad_flows, stack_traffic
+from .report import (MAX_BATCH_ROWS, MIN_BATCH_ROWS, batch_bucket, batch_rows, breakdown, bucket_rows,
+                     estimate_many, evaluate, pad_flows, stack_traffic)
 from .tables import (CHUNK_FLOWS, ENGINES, KINDS, Tables, pad_traffic, resolve_n_phases, resource_kind_index,
                      resource_service_ns)
 
@@ -25,5 +27,6 @@ __all__ = [
     "resolve_n_phases", "resource_kind_index", "resource_service_ns", "resource_tables", "flow_latency_ns",
     "resource_busy_ns", "window_busy_ns", "lower_bound_ns", "estimate_ns", "smooth_estimate_ns",
     "path_costs", "analyze", "breakdown", "bucket_rows", "pad_flows", "pad_traffic", "stack_traffic",
-    "evaluate",
+    "evaluate", "estimate_many", "batch_bucket", "batch_rows", "MAX_BATCH_ROWS",
+    "MIN_BATCH_ROWS",
 ]

@@ -114,16 +114,29 @@ def phase_of(t: Traffic, P: int):
 
 
 # ---------------------------------------------------------------------------
-# padding (jnp: works on traced tables)
+# padding (numpy for concrete tables, jnp for traced ones)
 # ---------------------------------------------------------------------------
+def _on_host(t: Traffic) -> bool:
+    return all(isinstance(getattr(t, k), np.ndarray) for k in FIELDS)
+
+
 def pad_traffic(t: Traffic, n_rows: int) -> Traffic:
     """``t`` with zero rows appended up to ``n_rows`` (zero flits, weight 0: they change no
-    result).  Pure jnp, so it works under ``jit``/``vmap``; ``n_rows`` is static."""
+    result); ``n_rows`` is static.  Numpy tables are padded in numpy (no device work, no XLA
+    compilation per row count; dtypes as ``jnp.asarray`` would give them), anything else (jax
+    arrays, tracers under ``jit``/``vmap``) in jnp."""
     F = int(np.shape(t.flits)[0])
     if n_rows < F:
         raise ValueError(f"pad_traffic: n_rows={n_rows} < n_flows={F}")
     if n_rows == F:
         return t
+    if _on_host(t):
+        def pad(v):
+            dt = jax.dtypes.canonicalize_dtype(v.dtype)
+            out = np.zeros(n_rows, dt)
+            out[:F] = v
+            return out
+        return Traffic(**{k: pad(getattr(t, k)) for k in FIELDS})
     return Traffic(**{k: jnp.concatenate([jnp.asarray(getattr(t, k)),
                                           jnp.zeros((n_rows - F,), jnp.asarray(getattr(t, k)).dtype)])
                       for k in FIELDS})
