@@ -28,6 +28,7 @@ VARIANTS = {
     "D3 slots unaligned": ({}, {}, {"slot_align_bytes": 1}),
     "D4 NAP granularity = default rule": ({}, {"nap_granularity": "default"}, {}),
     "D5 NAR domain by threadblock": ({}, {"nar_domain_by": "threadblock"}, {}),
+    "R read responses hold no mesh links": ({"read_response_links": False}, {}, {}),
     "previous (main before issue 10)": ({"hbm_routers_per_stack": 1}, {"cu_sharing": "requests", "nap_granularity": "default",
                                              "nar_domain_by": "threadblock"}, {"slot_align_bytes": 1}),
 }

@@ -12,13 +12,15 @@ Follow one flit of a remote store, from a threadblock on CU ``c`` of GPU
  stage            slice (STAGES)  resource                 service          latency after service
  CU issue         issue           CU(g, c)                 1 NoC cycle      cu_to_noc + head(r_c -> r_rs)   [read request]
  HBM read         read            HBM(g, rs)               flit / hbm_bw    hbm_latency
- response, H      response        LINK(g, l)               flit / link_bw   hop (+ die_crossing)           r_rs -> r_c
+ response, H      response        LINK(g, l) [*]           flit / link_bw   hop (+ die_crossing)           r_rs -> r_c
  store issue      store_issue     none                     0                cu_to_noc
  store, H         store           LINK(g, l)               flit / link_bw   hop (+ die_crossing)           r_c -> r_p
  egress port      egress          EGRESS(g, p)             flit / port_bw   switch_latency
  ingress port     ingress         INGRESS(dg, p)           flit / port_bw   0   (switch plane p)
  delivery, H      deliver         LINK(dg, l)              flit / link_bw   hop (+ die_crossing)           r_p -> r_ds
  HBM write        write           HBM(dg, ds)              flit / hbm_bw    hbm_latency
+
+[*] none when ``System.read_response_links`` is False (the same time, as pure latency).
 
 A flit that reaches a stage at time ``t`` starts service at
 ``max(t, resource free time)``, holds the resource for ``service`` and moves
@@ -45,7 +47,7 @@ from .system import System
 from .traffic import Traffic
 
 __all__ = ["ResourceLayout", "resource_layout", "n_stages", "StageSlices", "stage_slices", "stage_names",
-           "Stages", "flow_stages", "link_stages", "link_hop_ns", "issue_cycle_ns", "hbm_service_ns",
+           "Stages", "flow_stages", "link_stages", "response_link_stages", "link_hop_ns", "issue_cycle_ns", "hbm_service_ns",
            "port_service_ns", "request_ns", "head_latency_ns", "leg_latency_ns", "PathTables",
            "path_tables", "flow_latency_ns", "zero_load_latency_ns", "read_endpoint", "dst_endpoint", "stack_mean"]
 
@@ -238,7 +240,9 @@ def flow_latency_ns(s: System, t: Traffic, tables: PathTables | None = None):
 # the stage table
 # ---------------------------------------------------------------------------
 class Stages(NamedTuple):
-    """Per-flow stage arrays, each ``[n_flows, n_stages]``."""
+    """Per-flow stage arrays, each ``[n_flows, n_stages]``.  A stage with resource -1 holds
+    nothing: its ``service_ns + latency_ns`` is pure latency (a store issue, padding, or a read
+    response's hop when ``System.read_response_links`` is False)."""
 
     resource: Any    # int32 global resource id, -1 = none
     service_ns: Any  # float, resource busy time per flit
@@ -253,6 +257,20 @@ def link_stages(s: System, gpu, src_router, dst_router, layout: ResourceLayout):
     svc = jnp.where(valid, s.flit_bytes / s.link_bw_bytes_per_ns, 0.0)
     cross = geo.link_crosses_die(s, jnp.maximum(links, 0))
     lat = jnp.where(valid, s.hop_ns + jnp.where(cross, s.die_crossing_ns, 0.0), 0.0)
+    return res, svc, lat
+
+
+def response_link_stages(s: System, gpu, src_router, dst_router, layout: ResourceLayout):
+    """Link stages of a read response's leg (HBM stack -> reading CU), as :func:`link_stages`.
+
+    ``s.read_response_links`` (docs/model.md, "Read responses on the mesh"): True, each hop
+    holds its directed link for ``flit / link_bw``; False, the same stages with resource -1,
+    so the response takes the same zero-load time (service + latency as pure latency) and
+    holds no link.  Every consumer of a read response (the traffic's stage table, the
+    simulator's background reads) takes its legs from here."""
+    res, svc, lat = link_stages(s, gpu, src_router, dst_router, layout)
+    if not s.read_response_links:
+        res = jnp.full_like(res, -1)
     return res, svc, lat
 
 
@@ -276,7 +294,7 @@ def flow_stages(s: System, t: Traffic) -> Stages:
     parts = [
         (icol(g * lay.per_gpu + lay.offset_cu + cu), issue_cycle_ns(s) * ones, col(req_lat)),       # issue
         (icol(g * lay.per_gpu + lay.offset_hbm + rs), hbm_svc * ones, s.hbm_latency_ns * ones),      # read
-        link_stages(s, g, r_rs, cu_r[cu], lay),                                                            # response
+        response_link_stages(s, g, r_rs, cu_r[cu], lay),                                                   # response
         (jnp.full((f, 1), -1, jnp.int32), 0.0 * ones, s.cu_to_noc_ns * ones),                        # store_issue
         link_stages(s, g, cu_r[cu], pt_r[p], lay),                                                         # store
         (icol(g * lay.per_gpu + lay.offset_egress + p), port_svc * ones, s.switch_latency_ns * ones),  # egress

@@ -38,7 +38,7 @@ def table2_params() -> dict:
     return dict(
         name="table2", mesh_cols=24, mesh_rows=6, n_dies=4, cus_per_router=4,
         n_hbm_stacks=16, hbm_routers_per_stack=3, n_io_ports=144, n_gpus=8, flit_bytes=256, page_bytes=4096,
-        max_outstanding_per_cu=700,
+        max_outstanding_per_cu=700, read_response_links=True,
         noc_clock_ghz=1.2, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
         link_bw_bytes_per_ns=10e3 / 12, hbm_bw_bytes_per_ns=40e3 / 16, hbm_latency_ns=150.0,
         port_bw_bytes_per_ns=7.2e3 / 144, switch_latency_ns=500.0,
@@ -59,7 +59,7 @@ def _mono_params() -> dict:
     return dict(
         name="mono", mesh_cols=8, mesh_rows=3, n_dies=1, cus_per_router=4,
         n_hbm_stacks=8, hbm_routers_per_stack=2, n_io_ports=18, n_gpus=8, flit_bytes=256, page_bytes=4096,
-        max_outstanding_per_cu=700,
+        max_outstanding_per_cu=700, read_response_links=True,
         noc_clock_ghz=1.6, hop_cycles=10.0, die_crossing_ns=0.0, cu_to_noc_ns=120.0,
         link_bw_bytes_per_ns=512.0, hbm_bw_bytes_per_ns=3350.0 / 8, hbm_latency_ns=150.0,
         port_bw_bytes_per_ns=25.0, switch_latency_ns=500.0,
@@ -76,7 +76,7 @@ def _quad_params() -> dict:
     return dict(
         name="quad", mesh_cols=16, mesh_rows=4, n_dies=4, cus_per_router=4,
         n_hbm_stacks=8, hbm_routers_per_stack=4, n_io_ports=16, n_gpus=8, flit_bytes=256, page_bytes=4096,
-        max_outstanding_per_cu=700,
+        max_outstanding_per_cu=700, read_response_links=True,
         noc_clock_ghz=2.1, hop_cycles=10.0, die_crossing_ns=20.0, cu_to_noc_ns=120.0,
         link_bw_bytes_per_ns=1024.0, hbm_bw_bytes_per_ns=5300.0 / 8, hbm_latency_ns=150.0,
         port_bw_bytes_per_ns=32.0, switch_latency_ns=500.0,
@@ -98,11 +98,16 @@ FIELD_RANGES = {
     "mesh_cols": (2, 4096), "mesh_rows": (1, 4096), "n_dies": (1, 4096), "cus_per_router": (1, 4096),
     "n_hbm_stacks": (2, 8192), "hbm_routers_per_stack": (1, 4096), "n_io_ports": (2, 1 << 16), "n_gpus": (1, 1 << 20),
     "flit_bytes": (1, 1 << 20), "page_bytes": (1, 1 << 30), "max_outstanding_per_cu": (1, 1 << 20),
+    "read_response_links": (False, True),
     "noc_clock_ghz": (1e-3, 1e3), "hop_cycles": (1e-3, 1e6), "die_crossing_ns": (0.0, 1e9),
     "cu_to_noc_ns": (0.0, 1e9), "link_bw_bytes_per_ns": (1e-6, 1e9), "hbm_bw_bytes_per_ns": (1e-6, 1e9),
     "hbm_latency_ns": (0.0, 1e9), "port_bw_bytes_per_ns": (1e-6, 1e9), "switch_latency_ns": (0.0, 1e9),
     "flops_bf16_per_ns": (1e-6, 1e15), "flops_fp4_per_ns": (1e-6, 1e15),
 }
+
+
+#: Static on/off modelling switches (TOML ``true`` / ``false``; ``FIELD_RANGES`` lists them as (False, True)).
+_BOOL_FIELDS = ("read_response_links",)
 
 
 def _coerce(params: Mapping[str, Any]) -> dict:
@@ -124,6 +129,11 @@ def _coerce(params: Mapping[str, Any]) -> dict:
             out[k] = v
             continue
         lo, hi = FIELD_RANGES.get(k, (None, None))
+        if k in _BOOL_FIELDS:
+            if not isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"{k} must be true or false, got {str(v)[:60]!r}")
+            out[k] = bool(v)
+            continue
         if static:
             if isinstance(v, float) and v.is_integer():
                 v = int(v)

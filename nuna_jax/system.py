@@ -52,6 +52,11 @@ class System:
     flit_bytes: NoC / scale-up flit size in bytes (256 B, NUNA section 5.1).
     page_bytes: memory page size in bytes (4 KiB, NUNA section 4.2).
     max_outstanding_per_cu: outstanding memory requests one CU may have (700).
+    read_response_links: whether a read response (the 256 B data flit from the
+        HBM stack back to the reading CU) occupies the mesh links of its route
+        (True, the presets' reading) or crosses the mesh as pure latency
+        (False: same zero-load time, holds no link).  The paper does not say;
+        docs/model.md, "Read responses on the mesh", quotes why True.
 
     Continuous fields (pytree leaves)
     ---------------------------------
@@ -80,6 +85,7 @@ class System:
     flit_bytes: int = _static()
     page_bytes: int = _static()
     max_outstanding_per_cu: int = _static()
+    read_response_links: bool = _static()
 
     noc_clock_ghz: Any
     hop_cycles: Any
@@ -153,6 +159,7 @@ class System:
             "flit_bytes": self.flit_bytes,
             "page_bytes": self.page_bytes,
             "max_outstanding_per_cu": self.max_outstanding_per_cu,
+            "read_response_links": bool(self.read_response_links),
             "noc_clock_ghz": f(self.noc_clock_ghz),
             "hop_ns": f(self.hop_ns),
             "die_crossing_ns": f(self.die_crossing_ns),
@@ -189,6 +196,8 @@ def validate(s: System) -> System:
         v = getattr(s, k)
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
             raise ValueError(f"System.{k} must be a positive integer, got {v!r}")
+    if not isinstance(s.read_response_links, (bool, np.bool_)):
+        raise ValueError(f"System.read_response_links must be true or false, got {s.read_response_links!r}")
     if not isinstance(s.n_gpus, (int, np.integer)) or s.n_gpus < 1:
         raise ValueError(f"System.n_gpus must be an integer >= 1, got {s.n_gpus!r}")
     check_float_fields("System", s, _POSITIVE_FLOAT, _NONNEG_FLOAT)

@@ -218,10 +218,13 @@ def test_stop_after_traffic_keeps_traffic_timing_exact():
     assert alone.traffic_completion_ps <= full.traffic_completion_ps
 
 
-def test_segment_factoring_equals_the_path_table():
-    # the fast engine's factored program, expanded, is exactly path.flow_stages compressed
+@pytest.mark.parametrize("responses_hold_links", [True, False])
+def test_segment_factoring_equals_the_path_table(responses_hold_links):
+    # the fast engine's factored program, expanded, is exactly path.flow_stages compressed; with
+    # read responses off the links (tests/test_readings.py) their hops, service included, are
+    # folded into the latency of the HBM read before them
     from nuna_jax.sim.program import _compress
-    s = preset("table2", n_gpus=3)
+    s = preset("table2", n_gpus=3, read_response_links=responses_hold_links)
     rng = np.random.default_rng(5)
     f = 60
     t = make_traffic(s, src_gpu=rng.integers(1, 3, f), cu=rng.integers(0, 576, f),

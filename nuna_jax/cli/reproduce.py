@@ -50,6 +50,7 @@ EXPERIMENTS = {
     "fig14": Experiment("fig14_gemm_interference.py", "NUNA Fig. 14: All-Gather beside a GEMM (simulator)",
                         ("--quick",)),
     "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",)),
+    "readings": Experiment("readings.py", "NUNA 6.2 / Table 2: 8-GPU headline over the open readings (simulator)", (), True),
     # last: the report reads every JSON above (and experiments/out/*.jsonl of fidelity_device.py)
     "report": Experiment("fidelity_table.py", "docs/reproduction.md/.json + docs/fidelity.md from the experiments' JSON"),
 }

@@ -9,7 +9,8 @@ same mesh links and HBM stacks (docs/simulator.md, "Background flows"):
 
 * read  (kind 0): CU issue (CU, 1 NoC cycle; latency cu_to_noc + request
   mesh latency CU -> stack) -> HBM read (stack) -> response links stack -> CU
-  -> cu_to_noc back into the CU; delivered there.
+  (held only when ``System.read_response_links``; otherwise the same time as
+  pure latency, as for the traffic) -> cu_to_noc back into the CU; delivered there.
 * write (kind 1): CU issue (CU, 1 NoC cycle; latency cu_to_noc) -> links
   CU -> stack -> HBM write (stack, hbm_latency); delivered there.
 
@@ -89,9 +90,11 @@ def background_stages(system: System, bg: Background):
     hbm_svc = path.hbm_service_ns(system)
     cu_id = g * lay.per_gpu + lay.offset_cu + jnp.asarray(bg.cu)
     hbm_id = g * lay.per_gpu + lay.offset_hbm + jnp.asarray(bg.stack)
-    src = jnp.where(is_read, st_r, cu_r)
-    dst = jnp.where(is_read, cu_r, st_r)
-    legs = path.link_stages(system, g, src, dst, lay)                  # [B, H] each
+    # a read's leg is its response (stack -> CU: path.response_link_stages, which honours
+    # System.read_response_links); a write's leg is its store (CU -> stack)
+    resp = path.response_link_stages(system, g, st_r, cu_r, lay)        # [B, H] each
+    store = path.link_stages(system, g, cu_r, st_r, lay)
+    legs = tuple(jnp.where(is_read[:, None], a, b) for a, b in zip(resp, store))
     one = jnp.ones((b, 1))
     # read:  [cu issue, hbm read, H links, return-to-CU latency]
     # write: [cu issue, H links, hbm write, (pad)]

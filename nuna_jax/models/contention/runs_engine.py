@@ -2,7 +2,8 @@
 
 Per flow, the zero-load arrival time at each stage comes from the path's latency
 tables (:func:`nuna_jax.path.path_tables`); each mesh leg becomes two straight
-runs, and per-link quantities are interval updates (:mod:`.intervals`).
+runs, and per-link quantities are interval updates (:mod:`.intervals`).  The response leg's runs are
+left out when ``System.read_response_links`` is False (its time stays in the tables).
 Arrival times along a run are affine in the link position (plus die crossings, a
 fixed function of the position), so the least arrival / least remaining time
 are range-min updates of one number per flow.  Results equal the ``stages``
@@ -59,7 +60,8 @@ def flow_times(s: System, t: Traffic) -> dict:
 
 
 class Runs(NamedTuple):
-    """The 6 straight runs of every flow (3 legs x {X, Y}), flattened to [6F]."""
+    """The straight runs of every flow (3 legs x {X, Y}; 2 legs, the store and the delivery, when
+    ``System.read_response_links`` is False), flattened to [6F] (or [4F])."""
 
     dirn: Any    # 0 E, 1 W, 2 S, 3 N
     line: Any    # flat line id within its direction grid: (phase * G + gpu) * n_lines + row/col
@@ -81,8 +83,10 @@ def runs(s: System, t: Traffic, ft: dict, P: int, logw=None) -> Runs:
     g_dst = jnp.asarray(t.dst_gpu, jnp.int32)
     parts = []
     E = ft["E"]
-    for a, b, t0, gpu in (("rs", "cu", ft["p_a"], g_src), ("cu", "pt", ft["p_b"], g_src),
-                          ("pt", "ds", ft["p_c"], g_dst)):
+    legs = [("rs", "cu", ft["p_a"], g_src), ("cu", "pt", ft["p_b"], g_src), ("pt", "ds", ft["p_c"], g_dst)]
+    if not s.read_response_links:   # the response holds no link (path.response_link_stages)
+        legs = legs[1:]
+    for a, b, t0, gpu in legs:
         (sx, sy, sdie), (dx, dy, ddie) = E[a], E[b]
         east = dx > sx
         # X run along row sy
