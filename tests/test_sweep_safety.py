@@ -152,3 +152,21 @@ def test_max_work_raises_the_sweep_limits(tmp_path, capsys):
     assert main(["sweep", str(g), "--out", str(tmp_path / "a.csv"), "--no-progress", "--max-work", "0.001"]) == 2
     assert "axis values" in capsys.readouterr().err
     assert main(["sweep", str(g), "--out", str(tmp_path / "b.csv"), "--no-progress"]) == 0
+
+
+def test_read_response_links_is_a_sweep_axis_and_part_of_the_traffic_key(tmp_path):
+    """A boolean static switch sweeps like any static field; its two values never share cached traffic,
+    and each row equals a direct estimate of that system."""
+    from nuna_jax.models.contention import evaluate
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import make_scenario
+    g = grid_from_dict({"axes": {"model": ["path"], "gpus": [2], "size": ["1MB"], "policy": ["NAP+NAR"],
+                                 "tbs": [4], "read_response_links": [True, False]}}, parse_size=parse_size)
+    out = tmp_path / "r.csv"
+    s = run_sweep(g, out, progress=False)
+    assert s["distinct_traffic"] == 2
+    cols = to_columns(*read_rows(out))
+    for k, flag in enumerate((True, False)):
+        sy = preset("table2", n_gpus=2).replace(read_response_links=flag)
+        sc = make_scenario(sy, collective="allgather", size_bytes=10**6, policy="NAP+NAR", tbs_per_gpu=4)
+        assert cols["time_ns"][k] == pytest.approx(evaluate(sy, sc.traffic)["time_ns"], rel=1e-6)

@@ -65,6 +65,11 @@ def static_fields() -> tuple[str, ...]:
                  if not f.metadata.get("pytree_node", True) and f.name != "name")
 
 
+def _bool_fields() -> tuple[str, ...]:
+    """Static ``System`` switches that are true / false (``read_response_links``)."""
+    return tuple(f.name for f in dataclasses.fields(System) if f.type in (bool, "bool"))
+
+
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -206,6 +211,10 @@ def _canon(axis: str, v, parse_size: Callable | None):
         return int(v)
     from ..presets import FIELD_RANGES
     lo, hi = FIELD_RANGES.get(axis, (None, None))
+    if axis in _bool_fields():
+        if not isinstance(v, bool):
+            raise ValueError(f"axis {axis!r}: must be true or false, got {v!r}")
+        return v
     if axis in ("tbs_per_gpu", "nar_granularity") or axis in stat:
         if isinstance(v, float) and v.is_integer():
             v = int(v)

@@ -45,9 +45,8 @@ class PaddedTraffic(NamedTuple):
 def traffic_key(s: System, point: dict) -> tuple:
     """What the traffic of a point depends on: the static system, the discrete scenario
     axes and the continuous fields the placement reads."""
-    statics = tuple(getattr(s, f) for f in ("mesh_cols", "mesh_rows", "n_dies", "cus_per_router",
-                                            "n_hbm_stacks", "n_io_ports", "n_gpus", "flit_bytes",
-                                            "page_bytes", "max_outstanding_per_cu"))
+    from .grid import static_fields
+    statics = tuple(getattr(s, f) for f in static_fields())   # every shape / modelling switch
     cont = tuple(float(np.asarray(getattr(s, f))) for f in PLACEMENT_FIELDS)
     return statics + cont + (point["collective"], point["size"], point["policy"], point["algorithm"],
                              point["tbs_per_gpu"], point["nar_granularity"])
