@@ -65,12 +65,41 @@ def best_over_tbs(s, collective: str, size: int, policy: str, cands) -> dict | N
     return best
 
 
+def _case(case) -> tuple[list, list]:
+    """Rows of one (collective, GPUs, size) point, every policy at its best count in ``cands``."""
+    c, g, n, cands = case
+    s = preset("table2", n_gpus=g)
+    rows, skipped, base = [], [], None
+    for pol in POLICIES:
+        t0 = time.time()
+        r = best_over_tbs(s, c, n, pol, cands)
+        if r is None:
+            skipped.append({"collective": c, "gpus": g, "size_bytes": n, "policy": pol,
+                            "why": "no threadblock count could be placed"})
+            continue
+        if pol == "UA":
+            base = r["time_ns"]
+        if base is None:
+            continue
+        rows.append({"collective": c, "gpus": g, "size_bytes": n, "policy": pol,
+                     "time_ns": r["time_ns"], "lower_bound_ns": r["lower_bound_ns"],
+                     "speedup_over_ua": base / r["time_ns"], "tbs_per_gpu": r["tbs_per_gpu"],
+                     "tried_tbs": {str(k): v for k, v in r["tried"].items()},
+                     "bottleneck": r["breakdown"]["bottleneck"], "n_flows": r["n_flows"],
+                     "seconds": time.time() - t0})
+        print(f"{c:10s} {g:3d} GPUs {n:>11,d} B {pol:9s} {r['time_ns']:12.1f} ns "
+              f"x{base / r['time_ns']:.3f} (tbs {r['tbs_per_gpu']}, {r['breakdown']['bottleneck']}, "
+              f"{time.time() - t0:.1f}s)", flush=True)
+    return rows, skipped
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (for smoke tests)")
     ap.add_argument("--max-size-64", type=float, default=1e6, help="largest size run at 64 GPUs (bytes)")
     ap.add_argument("--tbs-mults", default=",".join(str(m) for m in TBS_BEST_MULTIPLES),
                     help="threadblocks per GPU tried, as multiples of n_gpus - 1 (best one kept)")
+    ap.add_argument("--jobs", type=int, default=1, help="points computed at once (processes)")
     ap.add_argument("--out", default=str(ROOT / "results" / NAME))
     a = ap.parse_args(argv)
     mults = [int(x) for x in a.tbs_mults.split(",")]
@@ -81,8 +110,8 @@ def main(argv=None) -> int:
         colls, sizes, gpus, mults = ("allgather",), [10**5, 10**7], [2, 8], [1]
     rows, skipped = [], []
     t_all = time.time()
+    cases = []
     for g in gpus:
-        s = preset("table2", n_gpus=g)
         cands = tbs_candidates(g, mults if g < 64 else mults[:2])
         for c in colls:
             for n in sizes:
@@ -91,27 +120,18 @@ def main(argv=None) -> int:
                                     "why": "64 GPUs above --max-size-64: 10^6-10^7 UA flows per try, "
                                            "too slow on 2 cores for this sweep"})
                     continue
-                base = None
-                for pol in POLICIES:
-                    t0 = time.time()
-                    r = best_over_tbs(s, c, n, pol, cands)
-                    if r is None:
-                        skipped.append({"collective": c, "gpus": g, "size_bytes": n, "policy": pol,
-                                        "why": "no threadblock count could be placed"})
-                        continue
-                    if pol == "UA":
-                        base = r["time_ns"]
-                    if base is None:
-                        continue
-                    rows.append({"collective": c, "gpus": g, "size_bytes": n, "policy": pol,
-                                 "time_ns": r["time_ns"], "lower_bound_ns": r["lower_bound_ns"],
-                                 "speedup_over_ua": base / r["time_ns"], "tbs_per_gpu": r["tbs_per_gpu"],
-                                 "tried_tbs": {str(k): v for k, v in r["tried"].items()},
-                                 "bottleneck": r["breakdown"]["bottleneck"], "n_flows": r["n_flows"],
-                                 "seconds": time.time() - t0})
-                    print(f"{c:10s} {g:3d} GPUs {n:>11,d} B {pol:9s} {r['time_ns']:12.1f} ns "
-                          f"x{base / r['time_ns']:.3f} (tbs {r['tbs_per_gpu']}, {r['breakdown']['bottleneck']}, "
-                          f"{time.time() - t0:.1f}s)", flush=True)
+                cases.append((c, g, n, tuple(cands)))
+    cases.sort(key=lambda k: -k[1] * k[2])          # the largest first: the pool finishes together
+    if a.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(a.jobs) as ex:
+            done = list(ex.map(_case, cases))
+    else:
+        done = [_case(k) for k in cases]
+    for r, sk in done:
+        rows += r
+        skipped += sk
+    rows.sort(key=lambda r: (r["gpus"], r["collective"], r["size_bytes"], POLICIES.index(r["policy"])))
     out = {"figure": "NUNA Figure 9", "model": "analytical path model (estimate)", "system": "table2",
            "algorithm": "direct",
            "tbs_per_gpu": f"best of {{{', '.join(str(m) for m in mults)}}} x (n_gpus - 1) per point "
