@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-descent", action="store_true",
                    help="the ablation: the same pipeline without the gradient descent")
     p.add_argument("--no-baselines", action="store_true", help="skip the equal-budget baselines")
+    p.add_argument("--straight-through", type=float, default=None, metavar="F",
+                   help="evaluate hard Gumbel-max samples (straight-through gradient) from this fraction of "
+                        "the descent on (default off)")
     p.add_argument("--candidates", type=int, default=4, metavar="C",
                    help="candidate domains per threadblock (default 4, at most the granularity)")
     p.add_argument("--search-s", type=float, default=None, metavar="S",
@@ -83,7 +86,8 @@ def run(args) -> int:
 
     r = optimize(s, plan, budget=args.budget, steps=args.steps, seeds=args.seeds, n_candidates=args.candidates,
                  descent=not args.no_descent, baselines=not args.no_baselines,
-                 nar_granularity=args.nar_granularity, seed=args.seed, progress=bar)
+                 nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
+                 straight_through=args.straight_through)
     if tty:
         sys.stderr.write("\n")
     pl = r.pop("placement")

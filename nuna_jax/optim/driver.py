@@ -49,16 +49,17 @@ from .relaxed import Relaxed, expected_tables, init_logits, probabilities
 from .search import Evaluator, annealing, local_search, random_search, round_choices
 from .search import BudgetExhausted
 
-__all__ = ["optimize", "KEYS", "BASELINES", "VG_COST_PER_CANDIDATE", "vg_cost"]
+__all__ = ["optimize", "prepare", "KEYS", "BASELINES", "VG_COST_PER_CANDIDATE", "vg_cost"]
 
 KEYS = ("relaxed_ns", "rounded_estimate_ns", "simulated_ns", "nap_nar_simulated_ns", "ua_simulated_ns",
         "speedup_vs_nap_nar", "speedup_vs_ua", "wall_s")
 BASELINES = ("random", "local_search", "annealing", "no_descent")
 
 # One value-and-gradient of the relaxed loss (C stacked slices, one restart) in forward
-# evaluations of one discrete placement, per candidate slice.  Measured on the 2-core CPU
-# (8-GPU 1 MB All-Gather, C = 4, jitted, steady state): 7.0-9.7 forward evaluations per
-# restart-step, i.e. 1.8-2.4 per slice; rounded to 2 (docs/optim.md, "Budget").
+# evaluations of one discrete placement, per candidate slice.  Measured on the shared 2-core CPU
+# (8-GPU 1 MB All-Gather, C = 4, jitted, steady state; benchmarks/bench_optim.py --vg-cost):
+# 3.5-9.7 forward evaluations per restart-step in four runs under different load, i.e. 0.9-2.4
+# per slice; 2 is charged (the upper end: the descent is not favoured; docs/optim.md, "Budget").
 VG_COST_PER_CANDIDATE = 2
 
 
@@ -84,6 +85,12 @@ def _relaxed_ns(s, tables, cap, z, sched: Schedule, temp) -> float:
     p = probabilities(Relaxed(z), temp)
     lt = loss_terms(s, tables, cap, p, tau_ns=sched.tau1_ns, lam=0.0, rho=0.0, beta=0.0)
     return float(lt.time_ns)
+
+
+def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 4):
+    """Candidates, NAP+NAR, the stacked expected-traffic tables and the CU table of ``plan`` on ``s``."""
+    cand, nap = make_candidates(s, plan, nar_granularity=nar_granularity, n_candidates=n_candidates)
+    return cand, nap, expected_tables(s, plan, cand), capacity_table(s, plan, cand, cu_demand(s, plan))
 
 
 def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
@@ -148,7 +155,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
              descent_share: float = 0.5, search_starts: int = 3, nar_granularity: int | None = None,
              seed: int = 0, progress=None, sched: Schedule | None = None,
              search_budget_s: float | None = None, baseline: bool | None = None,
-             search_evals: int | None = None) -> dict:
+             search_evals: int | None = None, prepared=None, straight_through: float | None = None) -> dict:
     """Optimize ``plan``'s placement on ``s`` with ``budget`` path-model evaluations and
     ``n_simulate`` simulator calls per search (module docstring).
 
@@ -156,7 +163,10 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     :class:`~nuna_jax.placement.Placement`), ``source``, ``estimate_ns``, ``baselines``,
     ``budget``, ``gap``, ``pool``, ``timing_s`` (diagnostic only: nothing is decided by the clock).
     ``search_budget_s`` and ``search_evals`` are accepted for old callers and ignored
-    (a warning); ``baseline`` is the old name of ``baselines``.
+    (a warning); ``baseline`` is the old name of ``baselines``.  ``prepared``: :func:`prepare`'s
+    result for this ``s`` and ``plan`` (several seeds of one case share it).  ``straight_through``:
+    the fraction of the descent after which the loss is the straight-through Gumbel-softmax of a hard
+    sample (:class:`.descent.Schedule`; default off).
     """
     if search_budget_s is not None or search_evals is not None:
         warnings.warn("optimize: search_budget_s / search_evals are ignored; budgets are path-model "
@@ -169,13 +179,14 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         raise ValueError(f"n_simulate must be >= 1, got {n_simulate}")
     say = progress or (lambda *_: None)
     sched = sched or Schedule()
+    if straight_through is not None:   # the descent's last (1 - f) evaluates hard Gumbel-max samples (descent.py)
+        sched = sched._replace(straight_through_from=float(straight_through))
     T = {}
     t_all = time.perf_counter()
 
     t0 = time.perf_counter()
-    cand, nap = make_candidates(s, plan, nar_granularity=nar_granularity, n_candidates=n_candidates)
-    tables = expected_tables(s, plan, cand)
-    cap = capacity_table(s, plan, cand, cu_demand(s, plan))
+    cand, nap, tables, cap = prepared or prepare(s, plan, nar_granularity=nar_granularity,
+                                                 n_candidates=n_candidates)
     T["tables_s"] = time.perf_counter() - t0
     say("tables")
     vgc = vg_cost(cand.n_candidates)
