@@ -1,20 +1,25 @@
-"""Issue 12, item 7: the placement search on the simulator, case by case.
+"""Issue 19, item 5: the placement search beside its equal-budget baselines, case by case.
 
-For every case of the grid (All-Gather 100 kB / 1 MB / 10 MB, All-Reduce and
-All-to-All 1 MB at 8 GPUs, All-Gather 10 MB at 64 GPUs; 7 and 1,008
-threadblocks per GPU): ``optim.optimize`` (descent, rounding, local search,
-simulator), NAP+NAR, UA and the equal-time baseline (Algorithm 1 + the same
-local search for the same wall time), all simulated; the relaxed -> rounded
--> searched -> simulated gap; and, on the 8-GPU cases, how well the
-analytical estimate ranks placements against the simulator (Kendall tau over
-``--rank-n`` placements: uniformly random candidate choices plus the pool).
+Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
+``optim.optimize`` once: the search (descent + rounding + local search) and the four baselines
+(``random``, ``local_search`` = Algorithm 1 + the local search, ``annealing``, ``no_descent``
+= the same pipeline without the descent), each with ``--budget`` path-model evaluations and 3
+simulator calls; NAP+NAR and UA simulated as references.  Every (case, seed) is one job; jobs
+run in ``--jobs`` processes, the costliest first.
 
-Cases run in parallel processes (``--workers``), JAX on the CPU.  Output:
-``experiments/out/optim_grid.json`` (rewritten as each case finishes) and
-``optim_grid.png`` (``--plot`` reads the JSON).
+The grid (``CASES``, 26 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
+10 MB with 7 threadblocks per GPU; the three at 1 MB with 28 and 112; All-Gather 100 kB and
+10 MB with 28; 64 GPUs (63 threadblocks): All-Gather 1 MB and 10 MB, All-Reduce and All-to-All
+1 MB; the three MSCCL files in ../shared/data/msccl at 1 MB; the ``quad`` socket, All-Gather and
+All-Reduce 1 MB.  (All-Gather beside the Figure 14 GEMM is not in it: ``optimize`` has no
+background traffic.)  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
 
-    python experiments/optim_grid.py --workers 12 --out experiments/out
-    python experiments/optim_grid.py --plot experiments/out/optim_grid.json
+Output: ``OUT/optim_grid.json`` (rewritten as each case finishes), ``OUT/optim_grid.md`` (the
+table: simulated ns, mean over seeds, and each seed) and ``OUT/optim_grid.png`` (per case,
+NAP+NAR / x for the search and every baseline; ``--plot JSON`` redraws it).
+
+    python experiments/optim_grid.py --quick --jobs 2 --out experiments/out/optim_grid_quick
+    python experiments/optim_grid.py --jobs 16 --out experiments/out/optim_grid
 """
 
 from __future__ import annotations
@@ -28,89 +33,118 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nuna_jax.plots.save import save_figure  # noqa: E402
 os.environ.setdefault("PYTHONPATH", str(ROOT))   # the spawned workers import this checkout too
 
-CASES = [  # (collective, size bytes, gpus, tbs per GPU or None = n_gpus - 1)
-    ("allgather", 100_000, 8, None), ("allgather", 1_000_000, 8, None), ("allgather", 10_000_000, 8, None),
-    ("allreduce", 1_000_000, 8, None), ("alltoall", 1_000_000, 8, None),
-    ("allgather", 100_000, 8, 1008), ("allgather", 1_000_000, 8, 1008), ("allgather", 10_000_000, 8, 1008),
-    ("allreduce", 1_000_000, 8, 1008), ("alltoall", 1_000_000, 8, 1008),
-    ("allgather", 10_000_000, 64, 7),
-]
-TIE = 0.005   # |ratio - 1| below this is a tie (0.5 %)
+MSCCL = ROOT.parent / "shared" / "data" / "msccl"
+# (name, system preset, collective or MSCCL file, size bytes, gpus (None: the file's), tbs per GPU)
+CASES = (
+    [(f"{c} {sz / 1e6:g}MB 8g t7", "table2", c, sz, 8, 7)
+     for c in ("allgather", "allreduce", "alltoall") for sz in (100_000, 1_000_000, 10_000_000)]
+    + [(f"{c} 1MB 8g t{t}", "table2", c, 1_000_000, 8, t) for t in (28, 112)
+       for c in ("allgather", "allreduce", "alltoall")]
+    + [(f"allgather {sz / 1e6:g}MB 8g t28", "table2", "allgather", sz, 8, 28) for sz in (100_000, 10_000_000)]
+    + [("allgather 1MB 64g t63", "table2", "allgather", 1_000_000, 64, 63),
+       ("allgather 10MB 64g t63", "table2", "allgather", 10_000_000, 64, 63),
+       ("allreduce 1MB 64g t63", "table2", "allreduce", 1_000_000, 64, 63),
+       ("alltoall 1MB 64g t63", "table2", "alltoall", 1_000_000, 64, 63)]
+    + [(f"msccl {f} 1MB", "table2", str(MSCCL / f), 1_000_000, None, None)
+       for f in ("ndv4_ag-1m.xml", "ndv4_a2a2ll.xml", "ncv4_ag_hier_4_LL.xml")]
+    + [(f"quad {c} 1MB 8g t7", "quad", c, 1_000_000, 8, 7) for c in ("allgather", "allreduce")]
+)
+QUICK = [0, 6]   # All-Gather and All-to-All 100 kB, 8 GPUs, 7 threadblocks
+BASELINES = ("random", "local_search", "annealing", "no_descent")
 
 
-def kendall_tau(a, b) -> float:
-    """Kendall tau-b of two sequences (O(n^2), ties counted as neither)."""
-    import numpy as np
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    da = np.sign(a[:, None] - a[None, :])
-    db = np.sign(b[:, None] - b[None, :])
-    iu = np.triu_indices(len(a), 1)
-    s = (da * db)[iu].sum()
-    na, nb = (da[iu] != 0).sum(), (db[iu] != 0).sum()
-    return float(s / np.sqrt(na * nb)) if na and nb else float("nan")
-
-
-def run_case(case, steps, seeds, rank_n, search_s):
-    import numpy as np
-
-    from nuna_jax.optim.candidates import make_candidates
-    from nuna_jax.optim.driver import optimize
-    from nuna_jax.optim.search import Evaluator
+def build(case):
+    """(system, plan) of a case, as ``nuna-jax optimize`` builds them (NAP+NAR's scenario)."""
     from nuna_jax.presets import preset
-    from nuna_jax.sim import simulate_batch
-    coll, size, gpus, tbs = case
-    s = preset("table2", n_gpus=gpus)
-    from nuna_jax.scenario import generated_plan
-    plan = generated_plan(s, coll, size, tbs_per_gpu=tbs)   # page-aligned slots, as every scenario (D3)
+    from nuna_jax.scenario import make_scenario
+    _, sysname, what, size, gpus, tbs = case
+    if what.endswith(".xml"):
+        from nuna_jax.msccl import load_msccl
+        gpus = load_msccl(what, size).n_gpus
+        sc = make_scenario(preset(sysname, n_gpus=gpus), plan_file=what, size_bytes=size, policy="nap+nar")
+    else:
+        sc = make_scenario(preset(sysname, n_gpus=gpus), collective=what, size_bytes=size, policy="nap+nar",
+                           tbs_per_gpu=tbs)
+    return sc.system, sc.plan
+
+
+def run_case(case, seed, budget, straight_through=None):
+    """One seed of one case: ``optimize`` (search + the four baselines)."""
+    from nuna_jax.optim.driver import optimize, prepare
     t0 = time.perf_counter()
-    big = gpus > 8
-    r = optimize(s, plan, steps=steps, seeds=seeds, search_budget_s=search_s, n_simulate=1 if big else 3)
-    r.pop("placement")
-    out = {"case": {"collective": coll, "size_bytes": size, "n_gpus": gpus, "tbs_per_gpu": tbs or gpus - 1,
-                    "tbs_arg": tbs},
-           **{k: v for k, v in r.items() if k not in ("choice",)}}
-    eq = r["equal_time"]
-    out["ratio_vs_nap_nar"] = r["nap_nar_simulated_ns"] / r["simulated_ns"]
-    out["ratio_vs_ua"] = r["ua_simulated_ns"] / r["simulated_ns"]
-    out["ratio_vs_equal_time"] = eq["simulated_ns"] / r["simulated_ns"] if eq else None
-    out["equal_time_ratio_vs_nap_nar"] = r["nap_nar_simulated_ns"] / eq["simulated_ns"] if eq else None
-    if rank_n and not big:
-        cand, _ = make_candidates(s, plan)
-        ev = Evaluator(s, plan, cand)
-        rng = np.random.default_rng(0)
-        chs = [rng.integers(0, cand.n_candidates, plan.n_tbs) for _ in range(rank_n)]
-        # also mixtures near NAP+NAR: each threadblock leaves candidate 0 with probability q
-        for q in (0.05, 0.2):
-            chs += [np.where(rng.random(plan.n_tbs) < q, rng.integers(0, cand.n_candidates, plan.n_tbs), 0)
-                    for _ in range(rank_n // 4)]
-        res = [ev(c) for c in chs]
-        sims = [x.completion_ns for x in simulate_batch(s, [t for _, t, _ in res])]
-        ests = [e for _, _, e in res]
-        out["ranking"] = {"n": len(chs), "kendall_tau": kendall_tau(ests, sims),
-                          "estimate_ns": ests, "simulated_ns": sims}
-    out["case_wall_s"] = time.perf_counter() - t0
-    import subprocess
-    out["git_commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                       capture_output=True, text=True).stdout.strip()
-    out["load_avg"] = os.getloadavg()
-    return out
+    s, plan = build(case)
+    prep = prepare(s, plan)
+    t_prep = time.perf_counter() - t0
+    r = optimize(s, plan, budget=budget, seed=seed, prepared=prep, straight_through=straight_through)
+    run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
+           "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
+           "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
+           "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep}, "wall_s": r["wall_s"],
+           "job_wall_s": time.perf_counter() - t0, "choice": r["choice"]}
+    return {"case": case[0], "n_gpus": int(plan.n_gpus), "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
+            "run": run}
 
 
-def _worker(args):
-    case, steps, seeds, rank_n, search_s = args
+def _worker(job):
+    case, seed, budget, st = job
     try:
-        return run_case(case, steps, seeds, rank_n, search_s)
+        return run_case(case, seed, budget, st)
     except Exception as e:  # report, keep the grid going
-        return {"case": {"collective": case[0], "size_bytes": case[1], "n_gpus": case[2], "tbs_per_gpu": case[3],
-                         "tbs_arg": case[3]},
-                "error": f"{type(e).__name__}: {e}"}
+        return {"case": case[0], "seed": seed, "error": f"{type(e).__name__}: {e}"}
 
 
-def verdict(ratio):
-    return "win" if ratio > 1 + TIE else ("loss" if ratio < 1 - TIE else "tie")
+def merge(results):
+    """Per-seed results -> one record per case (``runs`` sorted by seed)."""
+    by = {}
+    for r in results:
+        c = by.setdefault(r["case"], {"case": r["case"], "runs": [], "errors": []})
+        if "error" in r:
+            c["errors"].append({"seed": r["seed"], "error": r["error"]})
+        else:
+            c.update(n_gpus=r["n_gpus"], tbs_per_gpu=r["tbs_per_gpu"])
+            c["runs"].append(r["run"])
+    for c in by.values():
+        c["runs"].sort(key=lambda x: x["seed"])
+    return list(by.values())
+
+
+def summary(r):
+    """Mean simulated ns over seeds: NAP+NAR, the search, every baseline; ratios NAP+NAR / x."""
+    import numpy as np
+    runs = r["runs"]
+    if not runs:
+        return {"case": r["case"], "error": "; ".join(e["error"] for e in r["errors"])}
+    row = {"case": r["case"], "seeds": len(runs), "nap_nar": runs[0]["nap_nar_simulated_ns"],
+           "search": float(np.mean([x["simulated_ns"] for x in runs])),
+           "search_each": [x["simulated_ns"] for x in runs], "sources": [x["source"] for x in runs],
+           "gap": float(np.median([x["gap"]["relaxed_vs_argmax_simulated"] for x in runs
+                                   if x["gap"]["relaxed_vs_argmax_simulated"] is not None] or [np.nan]))}
+    for b in BASELINES:
+        vals = [x["baselines"][b]["simulated_ns"] for x in runs if b in x["baselines"]]
+        row[b] = float(np.mean(vals)) if vals else None
+        row[b + "_each"] = vals
+    row["wall_s_per_seed"] = float(np.mean([x["wall_s"] for x in runs]))
+    return row
+
+
+def table_md(rows) -> str:
+    head = ("| case | seeds | NAP+NAR | search (mean; each) | " + " | ".join(BASELINES)
+            + " | search vs no_descent | search vs best gradient-free | vs NAP+NAR | loss/argmax-sim - 1 (median) |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['case']} | error: {r['error']} |")
+            continue
+        free = min(r[b] for b in ("random", "local_search", "annealing") if r[b] is not None)
+        nd = r["no_descent"]
+        out.append(f"| {r['case']} | {r['seeds']} | {r['nap_nar']:.1f} | {r['search']:.1f}; "
+                   + " / ".join(f"{v:.1f}" for v in r["search_each"]) + " | "
+                   + " | ".join("-" if r[b] is None else f"{r[b]:.1f}" for b in BASELINES)
+                   + " | " + ("-" if nd is None else f"{nd / r['search']:.3f}") + f" | {free / r['search']:.3f} | "
+                   f"{r['nap_nar'] / r['search']:.3f} | {r['gap']:+.3f} |")
+    return "\n".join(out) + "\n"
 
 
 def plot(path):
@@ -118,96 +152,100 @@ def plot(path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from nuna_jax.plots.save import save_figure
     d = json.load(open(path))
-    rows = [r for r in d["cases"] if "error" not in r]
-    fig, ax = plt.subplots(1, 3, figsize=(17, 4.8))
-    for r in rows:
-        h = np.asarray(r["history"]["loss"]).min(axis=1)        # [K, B] -> best restart per step
-        tm = np.asarray(r["history"]["time_ns"]).min(axis=1)
-        lab = f"{r['case']['collective']} {r['case']['size_bytes'] / 1e6:g}MB t{r['case']['tbs_per_gpu']}"
-        ln, = ax[0].plot(h / r["nap_nar_simulated_ns"], label=lab)
-        ax[0].plot(tm / r["nap_nar_simulated_ns"], ls=":", color=ln.get_color())
-        ax[0].plot([len(h) - 1], [r["simulated_ns"] / r["nap_nar_simulated_ns"]], "*", color=ln.get_color())
-    ax[0].set_xlabel("Adam step"); ax[0].set_ylabel("ns / NAP+NAR simulated")
-    ax[0].set_title("loss (solid), smooth time (dotted), final simulated (*)"); ax[0].legend(fontsize=6)
-    names = [f"{r['case']['collective'][:4]} {r['case']['size_bytes'] / 1e6:g}MB\n{r['case']['n_gpus']}g t{r['case']['tbs_per_gpu']}"
-             for r in rows]
+    rows = [x for x in (summary(r) for r in d["cases"]) if "error" not in x]
+    if not rows:
+        return
+    names = ["search"] + list(BASELINES)
     x = np.arange(len(rows))
-    for k, (key, lab) in enumerate((("nap_nar_simulated_ns", "NAP+NAR"), ("ua_simulated_ns", "UA"),
-                                    ("simulated_ns", "optimized"))):
-        ax[1].bar(x + (k - 1) * 0.27, [r[key] / r["nap_nar_simulated_ns"] for r in rows], 0.27, label=lab)
-    eqs = [r["equal_time"]["simulated_ns"] / r["nap_nar_simulated_ns"] if r.get("equal_time") else np.nan for r in rows]
-    ax[1].plot(x, eqs, "k_", ms=14, label="equal-time baseline")
-    ax[1].set_xticks(x); ax[1].set_xticklabels(names, fontsize=6); ax[1].axhline(1, color="gray", lw=0.5)
-    ax[1].set_ylabel("simulated time / NAP+NAR"); ax[1].legend(fontsize=7); ax[1].set_title("simulator")
-    for r in rows:
-        tr = r.get("local_search_trace") or []
-        g = r["gap"]
-        seq = [g["relaxed_ns"], g["rounded_argmax_ns"], g["best_rounded_ns"], g["local_search_ns"], g["simulated_ns"]]
-        ax[2].plot(range(5), np.asarray(seq) / r["nap_nar_simulated_ns"], marker="o", lw=0.8)
-    ax[2].set_xticks(range(5)); ax[2].set_xticklabels(["relaxed", "argmax", "best rounded", "searched", "simulated"])
-    ax[2].set_ylabel("ns / NAP+NAR simulated"); ax[2].set_title("relaxed -> rounded -> searched -> simulated")
+    w = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4.5))
+    for k, n in enumerate(names):
+        ys = [r["nap_nar"] / r[n] if r[n] else np.nan for r in rows]
+        ax.bar(x + (k - (len(names) - 1) / 2) * w, ys, w, label=n)
+        for i, r in enumerate(rows):   # each seed as a dot
+            each = r["search_each"] if n == "search" else r[n + "_each"]
+            ax.plot([x[i] + (k - (len(names) - 1) / 2) * w] * len(each), [r["nap_nar"] / v for v in each],
+                    "k.", ms=3)
+    ax.axhline(1, color="gray", lw=0.5)
+    ax.set_xticks(x)
+    ax.set_xticklabels([r["case"] for r in rows], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("NAP+NAR simulated / simulated (higher is faster)")
+    ax.set_title(f"search vs equal-budget baselines ({d['meta']['budget']} path-model evaluations, "
+                 "3 simulator calls each; bars: mean over seeds, dots: seeds)", fontsize=9)
+    lo = min(min(r["nap_nar"] / r[n] for n in names if r[n]) for r in rows)
+    ax.set_ylim(min(0.95, lo - 0.02), None)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, os.path.splitext(path)[0], dpi=110)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--rank-n", type=int, default=60)
-    ap.add_argument("--search-s", type=float, default=5.0)
+    ap.add_argument("--jobs", type=int, default=1, help="processes (one case each at a time)")
+    ap.add_argument("--seeds-run", type=int, default=None, help="seeds per case (default 3; 2 with --quick)")
+    ap.add_argument("--budget", type=int, default=800, help="path-model evaluations per search (default 800)")
+    ap.add_argument("--straight-through", type=float, default=None, metavar="F",
+                    help="straight-through Gumbel-softmax from this fraction of the descent (default off)")
+    ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
-    ap.add_argument("--out", default="experiments/out")
+    ap.add_argument("--max-gpus", type=int, default=None, help="only cases with at most this many GPUs")
+    ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument("--out", default="experiments/out/optim_grid")
     ap.add_argument("--plot", default=None, metavar="JSON")
     a = ap.parse_args(argv)
+    if a.list:
+        for i, c in enumerate(CASES):
+            print(i, c[0])
+        return 0
     if a.plot:
         plot(a.plot)
         return 0
-    idx = range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")]
-    jobs = [(CASES[i], a.steps, a.seeds, a.rank_n, a.search_s) for i in idx]
+    seeds = a.seeds_run or (2 if a.quick else 3)
+    idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")])
+    if a.max_gpus is not None:
+        idx = [i for i in idx if (CASES[i][4] or 8) <= a.max_gpus]
+    jobs = [(CASES[i], seed, a.budget, a.straight_through) for i in idx for seed in range(seeds)]
+    # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
+    jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 8)))
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "optim_grid.json")
     t0 = time.perf_counter()
     done = []
-    keys = {tuple(CASES[i]) for i in idx}
-    if os.path.exists(path):   # keep the cases of earlier runs that this run does not redo
-        old = json.load(open(path)).get("cases", [])
-        done = [r for r in old if (r["case"]["collective"], r["case"]["size_bytes"], r["case"]["n_gpus"],
-                                   r["case"].get("tbs_arg")) not in keys]
-    meta = {"steps": a.steps, "seeds": a.seeds, "rank_n": a.rank_n, "search_s": a.search_s,
-            "workers": a.workers, "cpu_count": os.cpu_count(), "tie": TIE}
+    import subprocess
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    meta = {"budget": a.budget, "seeds": seeds, "straight_through": a.straight_through, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
+            "cases": [CASES[i][0] for i in idx]}
 
     def dump():
-        summ = []
-        for r in done:
-            if "error" in r:
-                summ.append({**r["case"], "error": r["error"]})
-                continue
-            summ.append({**r["case"], "ratio_vs_nap_nar": r["ratio_vs_nap_nar"],
-                         "verdict": verdict(r["ratio_vs_nap_nar"]), "ratio_vs_ua": r["ratio_vs_ua"],
-                         "ratio_vs_equal_time": r["ratio_vs_equal_time"],
-                         "kendall_tau": r.get("ranking", {}).get("kendall_tau"), "wall_s": r["wall_s"],
-                         "source": r["source"]})
+        order = {CASES[i][0]: k for k, i in enumerate(idx)}
+        cases = sorted(merge(done), key=lambda r: order[r["case"]])
         with open(path, "w") as f:
-            json.dump({"meta": {**meta, "elapsed_s": time.perf_counter() - t0}, "summary": summ, "cases": done},
-                      f, default=float)
+            json.dump({"meta": {**meta, "elapsed_s": time.perf_counter() - t0, "load_avg": os.getloadavg()},
+                       "cases": cases}, f, default=float)
+        rows = [summary(r) for r in cases]
+        with open(os.path.join(a.out, "optim_grid.md"), "w") as f:
+            f.write(table_md(rows))
 
-    if a.workers > 1:
+    if a.jobs > 1:
         import multiprocessing as mp
-        with mp.get_context("spawn").Pool(a.workers, maxtasksperchild=1) as pool:
+        with mp.get_context("spawn").Pool(min(a.jobs, len(jobs)), maxtasksperchild=1) as pool:  # noqa: SIM117
             for r in pool.imap_unordered(_worker, jobs):
                 done.append(r)
                 dump()
-                print(json.dumps({**r["case"], **{k: r.get(k) for k in ("ratio_vs_nap_nar", "ratio_vs_equal_time",
-                                                                         "wall_s", "error")}}), flush=True)
+                print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s", flush=True)
     else:
         for j in jobs:
             done.append(_worker(j))
             dump()
-            print(json.dumps(done[-1].get("case")), done[-1].get("ratio_vs_nap_nar"), done[-1].get("error"), flush=True)
+            r = done[-1]
+            print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s", flush=True)
     dump()
+    print(open(os.path.join(a.out, "optim_grid.md")).read())
+    print(f"elapsed {time.perf_counter() - t0:.0f} s")
     try:
         plot(path)
     except Exception as e:  # the JSON is the result; the plot is a convenience

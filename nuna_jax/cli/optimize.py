@@ -1,9 +1,11 @@
 """``nuna-jax optimize``: the differentiable NAP/NAR placement search (docs/optim.md).
 
 Descends a relaxed placement with Optax through the analytical model, rounds
-and repairs it, runs a short local search, and judges the best candidates
-(and NAP+NAR, UA, and Algorithm 1 + the same local search for the same time)
-on the exact simulator.  ``--save FILE.json`` writes the chosen placement;
+and repairs it, runs a local search, and judges its best candidates on the
+exact simulator, beside four baselines with the same budget (``--budget``
+path-model evaluations, three simulator calls each): random search, Algorithm 1
++ the local search, simulated annealing, and the same pipeline without the
+descent; NAP+NAR and UA are simulated as references.  ``--save FILE.json`` writes the chosen placement;
 ``place``, ``estimate`` and ``simulate`` read it back with ``--placement``.
 """
 
@@ -31,11 +33,22 @@ def add_parser(sub) -> None:
     p.add_argument("--nar-granularity", type=int, default=None, metavar="G",
                    help="NAR domains of the search (default: NAP's default granularity)")
     p.add_argument("--algorithm", default="direct", choices=ALGORITHMS, help="generated plan algorithm")
-    p.add_argument("--steps", type=int, default=60, metavar="K", help="Adam steps (default 60)")
-    p.add_argument("--seeds", type=int, default=4, metavar="B", help="restarts in one vmap (default 4)")
+    p.add_argument("--budget", type=int, default=800, metavar="N",
+                   help="path-model evaluations per search and per baseline (default 800; an Adam step of one "
+                        "restart counts 2 x candidates)")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help="Adam steps (default: as many as half the budget pays for)")
+    p.add_argument("--seeds", type=int, default=2, metavar="B", help="restarts in one vmap (default 2)")
+    p.add_argument("--no-descent", action="store_true",
+                   help="the ablation: the same pipeline without the gradient descent")
+    p.add_argument("--no-baselines", action="store_true", help="skip the equal-budget baselines")
+    p.add_argument("--straight-through", type=float, default=None, metavar="F",
+                   help="evaluate hard Gumbel-max samples (straight-through gradient) from this fraction of "
+                        "the descent on (default off)")
     p.add_argument("--candidates", type=int, default=4, metavar="C",
                    help="candidate domains per threadblock (default 4, at most the granularity)")
-    p.add_argument("--search-s", type=float, default=5.0, metavar="S", help="local search budget, s (default 5)")
+    p.add_argument("--search-s", type=float, default=None, metavar="S",
+                   help="ignored (kept for old scripts): budgets are counts, see --budget")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--save", default=None, metavar="FILE.json", help="write the chosen placement here")
 
@@ -54,13 +67,16 @@ def run(args) -> int:
     from ..optim.io import save_placement
     if args.candidates < 1:
         raise ValueError(f"--candidates must be >= 1, got {args.candidates}")
-    if args.search_s < 0:
-        raise ValueError(f"--search-s must be >= 0, got {args.search_s}")
+    if args.budget < 1:
+        raise ValueError(f"--budget must be >= 1, got {args.budget}")
+    if args.search_s is not None:
+        print("nuna-jax optimize: --search-s is ignored; budgets are path-model evaluations (--budget)",
+              file=sys.stderr)
     s = system_from_args(args)
     size = parse_size(args.size)
     s, plan, nap_sc = _plan(args, s)
     tty = sys.stderr.isatty() and not args.json
-    stages = ["tables", "compiled", "descended", "rounded", "searched", "simulated"]
+    stages = ["tables", "compiled", "descended", "rounded", "searched", "baselines", "simulated"]
 
     def bar(stage):
         if tty:
@@ -68,20 +84,22 @@ def run(args) -> int:
             sys.stderr.write(f"\r[{'#' * k}{'.' * (len(stages) - k)}] {stage:10s}")
             sys.stderr.flush()
 
-    r = optimize(s, plan, steps=args.steps, seeds=args.seeds, n_candidates=args.candidates,
-                 search_budget_s=args.search_s, nar_granularity=args.nar_granularity, seed=args.seed,
-                 progress=bar)
+    r = optimize(s, plan, budget=args.budget, steps=args.steps, seeds=args.seeds, n_candidates=args.candidates,
+                 descent=not args.no_descent, baselines=not args.no_baselines,
+                 nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
+                 straight_through=args.straight_through)
     if tty:
         sys.stderr.write("\n")
     pl = r.pop("placement")
     if args.save:
         save_placement(args.save, s, plan, pl, meta={k: r[k] for k in KEYS})
     out = {k: r[k] for k in KEYS}
-    out.update({k: r[k] for k in ("source", "gap", "equal_time", "granularity", "n_candidates", "capacities",
-                                  "timing_s")})
+    out.update({k: r[k] for k in ("source", "estimate_ns", "baselines", "budget", "pool", "gap", "granularity",
+                                  "n_candidates", "capacities", "timing_s")})
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
-                "tbs_chosen_by": nap_sc.tbs_chosen_by, "steps": args.steps, "seeds": args.seeds,
+                "tbs_chosen_by": nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"], "seeds": args.seeds,
+                "seed": args.seed, "descent": not args.no_descent,
                 "saved": args.save, **system_labels(args, s)})
     if args.json:
         emit_json(out)
@@ -89,13 +107,13 @@ def run(args) -> int:
     what = args.collective or args.plan
     print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({system_text(out)}), {out['tbs_per_gpu']} threadblocks/GPU "
           f"({out['tbs_chosen_by']}, NAP+NAR's): g={r['granularity']}, "
-          f"{r['n_candidates']} candidates/threadblock, {args.steps} steps x {args.seeds} restarts")
+          f"{r['n_candidates']} candidates/threadblock, {out['steps']} steps x {args.seeds} restarts, "
+          f"budget {args.budget} path-model evaluations, seed {args.seed}")
     for k in KEYS:
         print(f"  {k:22s} {out[k]:12.3f}")
-    eq = r["equal_time"]
-    if eq:
-        print(f"  equal-time baseline (Algorithm 1 + local search, {eq['budget_s']:.1f} s): "
-              f"{eq['simulated_ns']:.3f} ns simulated")
+    for name, b in r["baselines"].items():
+        print(f"  baseline {name:14s} {b['simulated_ns']:12.3f} ns simulated, {b['estimate_ns']:.3f} estimated "
+              f"({b['speedup_vs_nap_nar']:.3f}x NAP+NAR)")
     print(f"  chosen: {r['source']}; capacities ok: {r['capacities']['ok']}"
           + (f"; saved to {args.save}" if args.save else ""))
     return 0

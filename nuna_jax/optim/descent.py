@@ -11,6 +11,12 @@ Schedules over the run (step ``k`` of ``K``, ``f = k / (K - 1)``):
   placements shrinks as the samples become the placements the loss sees).
 
 Dual ascent on the CU budget after every step: ``lam <- lam + rho * v``.
+
+``straight_through_from`` (issue 19, item 2; off by default, 1.0 or more): from that fraction of
+the run on, the loss is evaluated at a *hard* placement, a Gumbel-max sample
+``one_hot(argmax(logits + G))`` (every restart-step one sample), and the gradient is the
+softmax's (straight-through Gumbel-softmax): the loss then is the smooth time of a discrete
+placement's traffic, not of the expected traffic, so its minimum is a discrete placement's.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class Schedule(NamedTuple):
     beta_max_ns: float = 20.0
     gumbel_scale: float = 0.5
     rho_ns: float = 200.0
+    straight_through_from: float = 2.0   # fraction of the run from which the hard sample is evaluated (>= 1: never)
 
 
 def _anneal(a, b, f):
@@ -66,8 +73,14 @@ def descend(s, tables: ExpectedTables, cap: CapacityTable, logits0, key, sched: 
             beta = sched.beta_max_ns * jnp.maximum(0.0, 2.0 * f - 1.0)
             gs = jnp.where(f > 2.0 / 3.0, sched.gumbel_scale, 0.0)
 
+            st_on = f >= sched.straight_through_from
+            gkey, _ = jax.random.split(sub)
+
             def lf(zz):
                 p = probabilities(Relaxed(zz), temp, sub, gs)
+                hard = jax.nn.one_hot(jnp.argmax(zz + jax.random.gumbel(gkey, zz.shape), axis=-1), zz.shape[-1],
+                                      dtype=p.dtype)
+                p = jnp.where(st_on, hard + p - jax.lax.stop_gradient(p), p)
                 lt = loss_terms(s, tables, cap, p, tau_ns=tau, lam=lam, rho=sched.rho_ns, beta=beta)
                 return lt.total, lt
 
