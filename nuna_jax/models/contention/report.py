@@ -11,7 +11,7 @@ import numpy as np
 from ...system import System
 from ...traffic import Traffic
 from ...traffic import FIELDS
-from .api import TEMPERATURE_NS, PathCosts, analyze, estimate_batch_jit
+from .api import TEMPERATURE_NS, PathCosts, analyze, estimate_batch_jit, estimate_batch_quick_jit
 from .tables import CHUNK_FLOWS, KINDS, _on_host, check_engine, pad_traffic, resolve_n_phases
 
 #: flow rows (batch x rows) per call of :func:`estimate_many` (bounds its memory; a bigger list is split)
@@ -19,6 +19,9 @@ MAX_BATCH_ROWS = 1 << 18
 #: the fewest rows :func:`estimate_many` pads a table to: one compiled shape for every small table
 #: (12 tables of 4,096 rows: 33 ms per call on a 2-core CPU, 2-GPU Table 2; a compile: 2-10 s)
 MIN_BATCH_ROWS = 1 << 12
+#: on a CPU, calls of at most this many rows in all compile with ``api.QUICK_COMPILE`` (half the
+#: compile time; at most about 0.12 s more run time a call)
+QUICK_COMPILE_ROWS = 1 << 16
 
 
 def breakdown(c: PathCosts) -> dict:
@@ -127,7 +130,7 @@ def estimate_many(s: System, traffics, n_phases: int | None = None, *, engine: s
     in numpy to one row count (:func:`batch_rows` of its longest table) and one batch size
     (:func:`batch_bucket`), copied to the device once and estimated by one program
     (:func:`~.api.estimate_batch_jit`: ``vmap`` on an accelerator, ``lax.map`` on a CPU, or as
-    ``vectorize`` says), split
+    ``vectorize`` says; small calls on a CPU compiled for compile speed, ``QUICK_COMPILE_ROWS``), split
     into equal calls of at most ``max_batch_rows`` rows in all.  So tables of different lengths
     compile once per (system shape, phases, bucket, batch), not once per table.  Each value
     equals ``estimate_ns(s, pad_flows(t, bucket_rows(t.n_flows)), n_phases=...)`` to float32
@@ -135,7 +138,8 @@ def estimate_many(s: System, traffics, n_phases: int | None = None, *, engine: s
     some results by one unit in the last place; tests compare them).
     """
     check_engine(engine, chunk_flows)
-    vectorize = jax.default_backend() != "cpu" if vectorize is None else bool(vectorize)
+    cpu = jax.default_backend() == "cpu"
+    vectorize = not cpu if vectorize is None else bool(vectorize)
     traffics = list(traffics)
     out = np.empty(len(traffics))
     phases = [resolve_n_phases(t, n_phases) for t in traffics]
@@ -147,8 +151,9 @@ def estimate_many(s: System, traffics, n_phases: int | None = None, *, engine: s
         for j in range(0, len(idx), per_call):
             part = idx[j:j + per_call]
             batch = _stack_host([traffics[i] for i in part], rows, batch_bucket(per_call))
-            est = estimate_batch_jit(s, batch, n_phases=P, engine=engine, chunk_flows=int(chunk_flows),
-                                     vectorize=vectorize)
+            quick = cpu and batch_bucket(per_call) * rows <= QUICK_COMPILE_ROWS
+            fn = estimate_batch_quick_jit if quick else estimate_batch_jit
+            est = fn(s, batch, n_phases=P, engine=engine, chunk_flows=int(chunk_flows), vectorize=vectorize)
             out[part] = np.asarray(est)[:len(part)]
     return out
 
