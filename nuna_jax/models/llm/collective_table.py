@@ -51,7 +51,9 @@ __all__ = ["KINDS", "POLICIES", "GROUP_SIZES", "SIZE_GRID_BYTES", "TBS_MULTIPLES
 KINDS = ("allreduce", "alltoall", "allgather")      # what an inference step issues (layers.py)
 POLICIES = ("ua", "nap+nar")                        # NUNA section 5.3 baseline and full scheme
 GROUP_SIZES = (2, 4, 8, 16, 32, 64)                 # NUNA section 6.7: 2-64 GPUs
-SIZE_GRID_BYTES = tuple(int(round(10 ** (3 + k / 2))) // 2 * 2 for k in range(12))   # 1 kB .. ~316 MB
+#: 1 kB .. 100 MB, two per decade (docs/e2e.md "Collective table": NUNA 2 puts prefill collectives at
+#: "tens of megabytes"; beyond the grid the search extrapolates at the last slope, at least linear)
+SIZE_GRID_BYTES = tuple(int(round(10 ** (3 + k / 2))) // 2 * 2 for k in range(11))
 FORMAT = "nuna_jax.e2e_collective_table/2"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SHIPPED = DATA_DIR / "table2_collectives.json"
@@ -102,6 +104,10 @@ def _task(args):
         t = time_or_none(system, kind, n, size, policy, m * (n - 1))
     except MemoryError:
         return "oom", key, None, time.time() - t0
+    except Exception as e:              # XLA's allocator: JaxRuntimeError "RESOURCE_EXHAUSTED: Out of memory"
+        if "RESOURCE_EXHAUSTED" in str(e) or "Out of memory" in str(e):
+            return "oom", key, None, time.time() - t0
+        raise
     return "ok", key, t, time.time() - t0
 
 
@@ -609,7 +615,7 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     p.add_argument("--out", default=None, help="output JSON (default: the shipped data file for table2)")
     p.add_argument("--groups", default=None, help="GPU counts, e.g. 2,4,8 (default 2,4,8,16,32,64)")
-    p.add_argument("--sizes", default=None, help="per-GPU sizes in bytes (default: 12 sizes, 1 kB-316 MB)")
+    p.add_argument("--sizes", default=None, help="per-GPU sizes in bytes (default: 11 sizes, 1 kB-100 MB)")
     p.add_argument("--tbs-multiples", default=None, help="m of m*(n-1) threadblocks per GPU (default 1,4,16)")
     p.add_argument("--mem-gb", type=float, default=None,
                    help="memory the processes may use together (default 80%% of the machine's)")
