@@ -111,30 +111,66 @@ def _task(args):
     return "ok", key, t, time.time() - t0
 
 
-def _worker_init(cap_bytes: int) -> None:
-    """Cap the worker's address space (a run over the cap fails here, not the whole machine)."""
-    import resource
-    if cap_bytes > 0:
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
-        except (ValueError, OSError):      # pragma: no cover  (a platform without the limit)
-            pass
-
-
-def _phys_mem_bytes() -> int:
+def _mem_budget_bytes() -> int:
+    """90% of the memory available now (Linux ``MemAvailable``), else 80% of the physical memory."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(0.9 * int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):     # pragma: no cover
         return 0
 
 
-def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
-    """Run ``todo`` in ``jobs`` spawned processes, each capped at ``mem_bytes / jobs`` of address space.
+def _rss_bytes(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
-    A run that exceeds its worker's cap (MemoryError, or the worker dies) is tried again in a
-    second round with a quarter of the processes (four times the cap each), then alone with the
-    whole budget; only a run that fails even then is an error.  At most ``jobs`` runs are in
-    flight, so a dying worker costs only the runs it shared the pool with.
+
+class _MemoryGuard:
+    """Watches the pool's workers (Linux ``/proc``) and kills the largest when together they pass
+    ``budget`` bytes of resident memory: the runs in flight are then retried with fewer processes,
+    instead of the kernel's out-of-memory killer taking some other process of the machine."""
+
+    def __init__(self, executor, budget: int):
+        import threading
+        self.ex, self.budget, self.killed = executor, int(budget), False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        if self.budget > 0 and Path("/proc/self/statm").is_file():
+            self._thread.start()
+
+    def _watch(self):
+        import signal
+        while not self._stop.wait(0.5):
+            procs = dict(getattr(self.ex, "_processes", None) or {})
+            rss = {pid: _rss_bytes(pid) for pid in procs}
+            if rss and sum(rss.values()) > self.budget:
+                pid = max(rss, key=rss.get)
+                self.killed = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self._stop.wait(2.0)
+
+    def stop(self):
+        self._stop.set()
+
+
+def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
+    """Run ``todo`` in ``jobs`` spawned processes whose resident memory together stays under
+    ``mem_bytes`` (:class:`_MemoryGuard`).
+
+    A run that XLA cannot allocate, or that was in flight when the guard killed a worker, is
+    tried again in a second round with a quarter of the processes, then alone; only a run that
+    fails even then is an error.  At most ``jobs`` runs are in flight, so a killed worker costs
+    only the runs it shared the pool with.
     """
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
@@ -145,12 +181,11 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
             seen.add(j)
             rounds.append(j)
     for r, j in enumerate(rounds):
-        cap = mem_bytes // j if mem_bytes else 0
         later = []
         queue = list(todo)
         while queue:
-            ex = ProcessPoolExecutor(j, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                                     initargs=(cap,))
+            ex = ProcessPoolExecutor(j, mp_context=mp.get_context("spawn"))
+            guard = _MemoryGuard(ex, mem_bytes)
             running = {}
             broken = False
             try:
@@ -176,15 +211,16 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
                         running = {}
                         break
             finally:
+                guard.stop()
                 ex.shutdown(wait=not broken, cancel_futures=True)
         if not later:
             return
         todo = later
         if r + 1 < len(rounds):
-            print(f"collective table: {len(later)} runs exceeded {cap / 2**30:.1f} GiB per process; "
-                  f"again with {rounds[r + 1]} process(es)", file=sys.stderr)
+            print(f"collective table: {len(later)} runs did not fit in {mem_bytes / 2**30:.1f} GiB with {j} "
+                  f"processes; again with {rounds[r + 1]}", file=sys.stderr)
     raise MemoryError(f"collective table: {len(todo)} runs do not fit in {mem_bytes / 2**30:.1f} GiB "
-                      f"(e.g. {todo[0][1:]}); give --mem-gb more, or build on a larger machine")
+                      f"even alone (e.g. {todo[0][1:]}); give --mem-gb more, or build on a larger machine")
 
 
 def _share_compilations() -> None:
@@ -271,7 +307,7 @@ def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, multiples=
         if jobs > 1 and todo:
             os.environ.setdefault("JAX_PLATFORMS", "cpu")        # the table is the CPU path model's
             _share_compilations()
-            mem = int(mem_gb * 2**30) if mem_gb else int(0.8 * _phys_mem_bytes())
+            mem = int(mem_gb * 2**30) if mem_gb else _mem_budget_bytes()
             _run_pool(todo, int(jobs), mem, note)
         else:
             for t in todo:
@@ -618,7 +654,7 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default=None, help="per-GPU sizes in bytes (default: 11 sizes, 1 kB-100 MB)")
     p.add_argument("--tbs-multiples", default=None, help="m of m*(n-1) threadblocks per GPU (default 1,4,16)")
     p.add_argument("--mem-gb", type=float, default=None,
-                   help="memory the processes may use together (default 80%% of the machine's)")
+                   help="resident memory the processes may use together (default 90%% of what is available)")
     p.add_argument("--fresh", action="store_true", help="ignore a partial file of an interrupted build")
     p.add_argument("--partial", default=None, help="partial-results file (default: in the cache directory)")
     p.add_argument("--check", action="store_true",
@@ -652,9 +688,13 @@ def main(argv=None) -> int:
     except TableError as e:
         print(f"{MODULE_CMD}: {e}", file=sys.stderr)
         return 1 if a.check else 2
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, MemoryError) as e:
         print(f"{MODULE_CMD}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{MODULE_CMD}: interrupted; the finished runs are kept in the partial file, run the same "
+              "command again to resume", file=sys.stderr)
+        return 130
     b = d["build"]
     print(f"wrote {out} (model {d['model_hash']}, {b['runs']} runs, {b['wall_s']:.0f} s wall with --jobs "
           f"{a.jobs}, {b['task_s_total']:.0f} s of run time)")
