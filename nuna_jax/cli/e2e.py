@@ -73,6 +73,10 @@ def _table(args, system, groups):
                       progress=True)
 
 
+def _fmt(v, scale: float, unit: str, digits: int = 1) -> str:
+    return "-" if v is None else f"{scale * v:.{digits}f}{unit}"
+
+
 def _table_line(st) -> str:
     if not st:
         return ""
@@ -104,12 +108,12 @@ def run(args) -> int:
     gpus = 8 if args.gpus is None else args.gpus
     phase = args.phase or "decode"
     pins = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}
+    batches = _ints(args.batch, "--batch") if args.batch else None
+    seqs = _ints(args.seq_len, "--seq-len") if args.seq_len else None
     validate_pins(load_model(args.model), gpus, {k: v for k, v in pins.items() if v is not None})
     s = _system(args)
-    table = _table(args, s, [g for g in GROUP_SIZES if g <= max(2, gpus)])
-    r = search(args.model, gpus, phase, s, table=table,
-               batches=_ints(args.batch, "--batch") if args.batch else None,
-               seqs=_ints(args.seq_len, "--seq-len") if args.seq_len else None, pins=pins)
+    table = _table(args, s, [g for g in GROUP_SIZES if g <= max(2, gpus)])       # input errors first
+    r = search(args.model, gpus, phase, s, table=table, batches=batches, seqs=seqs, pins=pins)
     if args.json:
         emit_json(r)
         return 0
@@ -162,13 +166,13 @@ def _run_all(args) -> int:
                        ("ttft_reduction_max", "TTFT reduction, max"),
                        ("tpot_reduction_geomean", "TPOT reduction, geomean"),
                        ("tpot_reduction_max", "TPOT reduction, max")):
-        print(f"  {label:28s} {100 * sm[key]:7.1f}% {100 * PAPER[key]:7.1f}%")
+        print(f"  {label:28s} {_fmt(sm[key], 100, '%'):>8s} {100 * PAPER[key]:7.1f}%")
     for key, label in (("comm_speedup_prefill", "prefill collectives"),
                        ("comm_speedup_decode", "decode collectives"),
                        ("allreduce_speedup", "All-Reduce"), ("alltoall_speedup", "All-to-All"),
                        ("allgather_speedup", "All-Gather"), ("p2p_speedup", "pipeline send")):
         paper = PAPER.get(key)
-        print(f"  {label + ' speedup':28s} {sm[key]:7.2f}x " + (f"{paper:7.2f}x" if paper else "       -"))
+        print(f"  {label + ' speedup':28s} {_fmt(sm[key], 1, 'x', 2):>8s} " + (f"{paper:7.2f}x" if paper else "       -"))
     for ph in ("prefill", "decode"):
         l70 = sm.get("llama70b_64gpu", {}).get(ph)
         if l70:

@@ -388,8 +388,11 @@ def seal(d: dict) -> dict:
 
 
 def rebuild_command(d: dict, out: str | Path | None = None, jobs: str = "N") -> str:
-    """The command line that rebuilds a table of ``d``'s system and grid (``out``: where)."""
+    """The command line that rebuilds a table of ``d``'s system and grid (``out``: where; the
+    shipped table is always rebuilt on the default grid)."""
     args = [MODULE_CMD]
+    if out is not None and Path(out).resolve() == SHIPPED.resolve():
+        return f"{MODULE_CMD} --jobs {jobs}"
     system = d.get("system", "table2")
     if system != "table2":
         args.append(f"--system {system}")
@@ -576,10 +579,14 @@ def load_table(system, groups=None, jobs: int = 1, progress: bool = True, *, pat
                 spec = validate(spec, p) if spec else {}
             except TableError:
                 spec = {}
-            want = sorted(set(groups) | set(spec.get("groups", GROUP_SIZES if p == SHIPPED else groups)))
+            if p.resolve() == SHIPPED.resolve():            # the shipped table: the default grid
+                spec, want = {}, list(GROUP_SIZES)
+            else:                                           # another file: its own grid, or what is needed
+                want = sorted(set(groups) | set(spec.get("groups", groups)))
             d = build_table(system, groups=want, sizes=spec.get("sizes_bytes", SIZE_GRID_BYTES),
                             multiples=(spec.get("tbs_rule") or {}).get("multiples", TBS_MULTIPLES),
                             jobs=jobs, progress=progress)
+            d["build"]["command"] = rebuild_command(d, p, jobs=str(jobs))
             _write_atomic(p, json.dumps(d, indent=1) + "\n")
         d = read_table(p)
         if d["system_params"] != params:

@@ -140,8 +140,9 @@ def load_run_config(path: str | Path) -> RunConfig:
 
 
 def _geo(xs):
+    """Geometric mean of the positive finite values; None (JSON null) when there are none."""
     xs = [x for x in xs if x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def run_all(system, models=None, gpu_counts=GPU_COUNTS, progress=None, jobs: int = 1, *,
@@ -200,13 +201,15 @@ def run_all(system, models=None, gpu_counts=GPU_COUNTS, progress=None, jobs: int
 
 
 def summarize(points: list[dict]) -> dict:
-    """Geometric-mean / max reductions and per-kind geometric-mean collective speedups."""
+    """Geometric-mean / max reductions and per-kind geometric-mean collective speedups (None where no
+    point has the quantity, e.g. All-to-All of a dense model)."""
     out = {}
     for ph, key in (("prefill", "ttft"), ("decode", "tpot")):
         pts = [p for p in points if p["phase"] == ph]
         sp = [p["time_ms"]["ua"] / p["time_ms"]["nap_nar"] for p in pts]
-        out[f"{key}_reduction_geomean"] = 1 - 1 / _geo(sp) if sp else float("nan")
-        out[f"{key}_reduction_max"] = max((p["reduction"] for p in pts), default=float("nan"))
+        g = _geo(sp)
+        out[f"{key}_reduction_geomean"] = 1 - 1 / g if g else None
+        out[f"{key}_reduction_max"] = max((p["reduction"] for p in pts), default=None)
         comm = lambda s: sum(s[k] for k in SPLIT_KINDS)
         cs = [comm(p["split_ms"]["ua"]) / comm(p["split_ms"]["nap_nar"]) for p in pts
               if comm(p["split_ms"]["nap_nar"]) > 0]
