@@ -285,12 +285,7 @@ def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, multiples=
                   file=sys.stderr)
     todo = [t for t in tasks if t[1:] not in done]
     t0 = time.time()
-    last_save = [0.0]
-
-    def save(force=False):
-        if not force and time.time() - last_save[0] < 2.0:
-            return
-        last_save[0] = time.time()
+    def save():                     # after every run (a few kB; a killed build loses only runs in flight)
         rows = [[*key, t, round(task_s.get(key, 0.0), 2)] for key, t in done.items()]
         _write_atomic(ppath, json.dumps({"key": pkey, "done": rows}))
 
@@ -316,7 +311,7 @@ def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, multiples=
                     raise MemoryError(f"collective table: run {key} ran out of memory")
                 note(key, val, sec)
     finally:
-        save(force=True)
+        save()
         bar.close()
     times, tbs = [], []
     missing = []
