@@ -1,20 +1,24 @@
 """``nuna-jax e2e``: end-to-end LLM inference (TTFT / TPOT) with and without NUNA-aware collectives.
 
-NUNA sections 5.2 and 6.7; the model is ``nuna_jax.models.llm`` (docs/e2e.md).
+NUNA sections 5.2 and 6.7; the model is ``nuna_jax.models.llm`` (docs/e2e.md).  The collective
+times come from a table that records the model code that built it: a stale table is refused
+(exit 2, naming the command that rebuilds it) unless ``--rebuild-table``.
 """
 
 from __future__ import annotations
 
+import sys
+
 from .common import emit_json
 
 
-def _ints(text: str) -> list[int]:
+def _ints(text: str, what: str) -> list[int]:
     try:
         vals = [int(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+        raise ValueError(f"{what}: expected comma-separated integers, got {text!r}") from None
     if not vals or min(vals) < 1:
-        raise ValueError(f"expected integers >= 1, got {text!r}")
+        raise ValueError(f"{what}: expected integers >= 1, got {text!r}")
     return vals
 
 
@@ -23,29 +27,61 @@ def add_parser(sub) -> None:
         "e2e", help="end-to-end LLM inference time (TTFT / TPOT), UA vs NAP+NAR",
         description="Search the latency-optimal parallelism (TP x EP x DP x PP), batch and sequence "
                     "length of an LLM on the pod (NUNA 5.2) and time it with UA and with NAP+NAR "
-                    "collectives. --all runs the paper's 12 models on 2-64 GPUs and summarizes (NUNA 6.7).")
+                    "collectives. --all runs the paper's 12 models on 2-64 GPUs and summarizes (NUNA 6.7); "
+                    "--config FILE.toml pins models, GPU counts, phases and per-model settings.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", metavar="NAME|FILE.toml", help="a shipped model (see --list) or a TOML file")
     what.add_argument("--all", action="store_true", help="every shipped model, 2-64 GPUs, both phases")
     what.add_argument("--list", action="store_true", help="list the shipped models")
-    p.add_argument("--gpus", type=int, default=8, metavar="N", help="GPUs in the pod (default 8)")
-    p.add_argument("--phase", choices=("prefill", "decode"), default="decode")
-    p.add_argument("--system", default="table2", metavar="NAME|FILE.toml",
+    p.add_argument("--config", default=None, metavar="FILE.toml",
+                   help="with --all: models, gpus, phases, [search] and [model.NAME] settings "
+                        "(docs/e2e.md; examples/e2e/)")
+    p.add_argument("--gpus", type=int, default=None, metavar="N",
+                   help="GPUs in the pod (default 8; with --all: only this count)")
+    p.add_argument("--phase", choices=("prefill", "decode"), default=None,
+                   help="default decode (with --all: both)")
+    p.add_argument("--system", default=None, metavar="NAME|FILE.toml",
                    help="hardware preset or TOML file (default table2; others time collectives first)")
     p.add_argument("--batch", default=None, metavar="B[,B..]",
                    help="requests served at once (default 1,2,4,..,N; the latency objective picks the smallest)")
     p.add_argument("--seq-len", default=None, metavar="S[,S..]",
-                   help="prompt length (prefill) / context length (decode), default 4096")
+                   help="prompt length (prefill) / context length (decode) candidates "
+                        "(default 1024,2048,..,32768; the latency objective picks the shortest that fits)")
     for k in ("tp", "ep", "dp", "pp"):
-        p.add_argument(f"--{k}", type=int, default=None, metavar="N", help=f"fix the {k.upper()} degree")
+        p.add_argument(f"--{k}", type=int, default=None, metavar="N",
+                       help=f"fix the {k.upper()} degree (with --all: for every model)")
+    p.add_argument("--table", default=None, metavar="FILE.json",
+                   help="the collective table to use (default: the shipped Table 2 table, or a cached one "
+                        "for another --system)")
+    p.add_argument("--rebuild-table", action="store_true",
+                   help="rebuild the collective table first (also when it is current): hours of CPU, use --jobs")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="processes for timing collectives of a --system other than table2 (default 1)")
+                   help="processes for timing collectives (--rebuild-table, or a --system other than table2)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _system(args):
+def _system(args, config=None):
     from ..presets import load_system
-    return load_system(args.system)
+    return load_system(args.system or (config.system if config else None) or "table2")
+
+
+def _table(args, system, groups):
+    from ..models.llm.collective_table import load_table
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    return load_table(system, groups=groups, jobs=args.jobs, path=args.table, rebuild=args.rebuild_table,
+                      progress=True)
+
+
+def _fmt(v, scale: float, unit: str, digits: int = 1) -> str:
+    return "-" if v is None else f"{scale * v:.{digits}f}{unit}"
+
+
+def _table_line(st) -> str:
+    if not st:
+        return ""
+    return (f"  collective table {st['path']} (model {st['model_hash']}, "
+            f"{'current' if st['current'] else 'STALE'}, built {st.get('built')})")
 
 
 def run(args) -> int:
@@ -65,62 +101,84 @@ def run(args) -> int:
         return 0
     if args.all:
         return _run_all(args)
-    from ..models.llm.search import search
-    r = search(args.model, args.gpus, args.phase, _system(args),
-               batches=_ints(args.batch) if args.batch else None,
-               seqs=_ints(args.seq_len) if args.seq_len else None,
-               pins={"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}, jobs=args.jobs)
+    if args.config:
+        raise ValueError("--config goes with --all (for one model, give its settings as flags)")
+    from ..models.llm.collective_table import GROUP_SIZES
+    from ..models.llm.search import search, validate_pins
+    gpus = 8 if args.gpus is None else args.gpus
+    phase = args.phase or "decode"
+    pins = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}
+    batches = _ints(args.batch, "--batch") if args.batch else None
+    seqs = _ints(args.seq_len, "--seq-len") if args.seq_len else None
+    validate_pins(load_model(args.model), gpus, {k: v for k, v in pins.items() if v is not None})
+    s = _system(args)
+    table = _table(args, s, [g for g in GROUP_SIZES if g <= max(2, gpus)])       # input errors first
+    r = search(args.model, gpus, phase, s, table=table, batches=batches, seqs=seqs, pins=pins)
     if args.json:
         emit_json(r)
         return 0
     c = r["config"]
-    metric = "TTFT" if args.phase == "prefill" else "TPOT"
-    print(f"{r['model']} {args.phase} on {r['n_gpus']} GPUs ({r['system']}): "
+    metric = "TTFT" if phase == "prefill" else "TPOT"
+    print(f"{r['model']} {phase} on {r['n_gpus']} GPUs ({r['system']}): "
           f"{r['configs_evaluated']} configurations, {r['configs_fit']} valid and fit, {r['wall_s']:.2f} s")
     print(f"  config   TP={c['tp']} EP={c['ep']} DP={c['dp']} PP={c['pp']} batch={c['batch']} "
           f"seq_len={c['seq_len']} ({r['mem_gb_per_gpu']:.1f} GB/GPU)")
     print(f"  {metric:4s}     UA {r['time_ms']['ua']:.4f} ms   NAP+NAR {r['time_ms']['nap_nar']:.4f} ms   "
           f"reduction {100 * r['reduction']:.1f}%")
     for pol in ("ua", "nap_nar"):
-        s = r["split_ms"][pol]
-        print(f"  split {pol:7s} " + "  ".join(f"{k} {v:.4f}" for k, v in s.items()) + " (ms)")
+        sp = r["split_ms"][pol]
+        print(f"  split {pol:7s} " + "  ".join(f"{k} {v:.4f}" for k, v in sp.items()) + " (ms)")
+    print(_table_line(r.get("collective_table")))
     return 0
 
 
 def _run_all(args) -> int:
-    import sys
-
-    from ..models.llm.report import PAPER, run_all
-    s = _system(args)
+    from ..models.llm.collective_table import GROUP_SIZES
+    from ..models.llm.report import PAPER, RunConfig, load_run_config, run_all
+    cfg = load_run_config(args.config) if args.config else RunConfig()
+    flags = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp,
+             "batch": _ints(args.batch, "--batch") if args.batch else None,
+             "seq_len": _ints(args.seq_len, "--seq-len") if args.seq_len else None}
+    cfg = cfg.with_flags(**flags)
+    import dataclasses
+    if args.gpus is not None:
+        if not 1 <= args.gpus <= 64:
+            raise ValueError(f"--gpus must be in 1..64 (the collective table's pod sizes, NUNA 6.7), got {args.gpus}")
+        cfg = dataclasses.replace(cfg, gpu_counts=(args.gpus,))
+    if args.phase:
+        cfg = dataclasses.replace(cfg, phases=(args.phase,))
+    s = _system(args, cfg)
+    table = _table(args, s, [g for g in GROUP_SIZES if g <= max(2, max(cfg.gpu_counts))])
     prog = None if args.json else (lambda r: print(
         f"  {r['model']:18s} {r['n_gpus']:3d} {r['phase']:7s} UA {r['time_ms']['ua']:10.4f} ms  "
         f"NAP+NAR {r['time_ms']['nap_nar']:10.4f} ms  {100 * r['reduction']:6.1f}%", file=sys.stderr))
-    out = run_all(s, progress=prog, jobs=args.jobs)
+    out = run_all(s, progress=prog, jobs=args.jobs, config=cfg, table=table)
     out["paper"] = PAPER
     if args.json:
         emit_json(out)
         return 0
     sm = out["summary"]
-    print(f"e2e --all on {s.name}: {len(out['points'])} points ({len(out['no_fit'])} with no fitting "
-          f"configuration), {out['configs_evaluated']} configurations in {out['wall_s']:.1f} s "
-          f"({out['configs_per_s']:.3g}/s)")
+    print(f"e2e --all on {s.name} ({cfg.source}): {len(out['points'])} points ({len(out['no_fit'])} with no "
+          f"fitting configuration, {len(out['skipped'])} impossible under the pins), {out['configs_evaluated']} "
+          f"configurations in {out['wall_s']:.1f} s ({out['configs_per_s']:.3g}/s)")
     print(f"  {'':28s} {'ours':>8s} {'paper':>8s}")
     for key, label in (("ttft_reduction_geomean", "TTFT reduction, geomean"),
                        ("ttft_reduction_max", "TTFT reduction, max"),
                        ("tpot_reduction_geomean", "TPOT reduction, geomean"),
                        ("tpot_reduction_max", "TPOT reduction, max")):
-        print(f"  {label:28s} {100 * sm[key]:7.1f}% {100 * PAPER[key]:7.1f}%")
+        print(f"  {label:28s} {_fmt(sm[key], 100, '%'):>8s} {100 * PAPER[key]:7.1f}%")
     for key, label in (("comm_speedup_prefill", "prefill collectives"),
                        ("comm_speedup_decode", "decode collectives"),
                        ("allreduce_speedup", "All-Reduce"), ("alltoall_speedup", "All-to-All"),
                        ("allgather_speedup", "All-Gather"), ("p2p_speedup", "pipeline send")):
         paper = PAPER.get(key)
-        print(f"  {label + ' speedup':28s} {sm[key]:7.2f}x " + (f"{paper:7.2f}x" if paper else "       -"))
+        print(f"  {label + ' speedup':28s} {_fmt(sm[key], 1, 'x', 2):>8s} " + (f"{paper:7.2f}x" if paper else "       -"))
     for ph in ("prefill", "decode"):
         l70 = sm.get("llama70b_64gpu", {}).get(ph)
         if l70:
             c = l70["config"]
             print(f"  Llama-70B 64 GPUs {ph:7s}: TP={c['tp']} EP={c['ep']} DP={c['dp']} PP={c['pp']} "
-                  f"reduction {100 * l70['reduction']:.1f}% (paper: TP=8, "
-                  f"{100 * PAPER['llama70b_64gpu'][ph + '_speedup']:.0f}%)")
+                  f"batch={c['batch']} seq_len={c['seq_len']} reduction {100 * l70['reduction']:.1f}% "
+                  f"(paper: TP=8, {100 * PAPER['llama70b_64gpu'][ph + '_speedup']:.0f}%)")
+    print(_table_line(out.get("collective_table")))
     return 0

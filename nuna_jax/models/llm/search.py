@@ -22,11 +22,20 @@ from .collective_table import KINDS, POLICIES, interp_time_ns, load_table
 from .configs import ModelConfig, load_model
 from .hardware import machine
 
-__all__ = ["search", "candidates", "validate_pins", "PHASES", "DEFAULT_SEQ_LEN"]
+__all__ = ["search", "candidates", "validate_pins", "default_batches", "PHASES", "SEQ_LENS"]
 
 PHASES = ("prefill", "decode")
-DEFAULT_SEQ_LEN = 4096          # prompt length (prefill) / context length (decode); a chosen default
+#: Prompt lengths (prefill) / context lengths (decode) searched by default.  NUNA 5.2: "We choose the
+#: batch size, sequence length, and parallelization strategy that minimizes [TTFT / TPOT]"; the
+#: paper gives no range, so this one is ours (docs/e2e.md "Sequence length"): 1k-32k tokens.  Every
+#: cost grows with the length, so the latency objective picks the shortest one that fits.
+SEQ_LENS = (1024, 2048, 4096, 8192, 16384, 32768)
 _FIELDS = ("tp", "ep", "dp", "pp", "batch", "seq_len")
+
+
+def default_batches(n_gpus: int) -> list[int]:
+    """Requests served at once, searched by default: 1, 2, 4, .. up to the GPU count."""
+    return [1 << i for i in range(int(n_gpus).bit_length())]
 
 
 def _divisors(n: int) -> list[int]:
@@ -139,9 +148,11 @@ def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None,
     """Latency-optimal configuration of ``model`` on ``n_gpus`` GPUs of ``system`` for ``phase``.
 
     ``batches`` (requests served by the pod at once; default 1, 2, 4, .. n_gpus) and ``seqs``
-    (default ``[4096]``): all combinations are searched.  As in the paper the objective is the
+    (default :data:`SEQ_LENS`): all combinations are searched.  As in the paper the objective is the
     latency itself, so the smallest batch and length win unless memory excludes them; pin one
     value to study a loaded pod.  ``pad_to`` pads the grid (one compiled program for many calls).
+    ``table``: the collective table (:func:`collective_table.load_table`; default: the system's,
+    checked: a stale one raises ``StaleTableError``).
     Returns a JSON-ready dict (keys of the ``nuna-jax e2e --json`` output).
     """
     t0 = time.time()
@@ -150,8 +161,8 @@ def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None,
     m = load_model(model)
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     validate_pins(m, int(n_gpus), pins)
-    batches = list(batches) if batches else [1 << i for i in range(int(n_gpus).bit_length())]
-    seqs = list(seqs) if seqs else [DEFAULT_SEQ_LEN]
+    batches = list(batches) if batches else default_batches(n_gpus)
+    seqs = list(seqs) if seqs else list(SEQ_LENS)
     for name, vals in (("batch", batches), ("seq_len", seqs)):
         if any(int(v) < 1 for v in vals):
             raise ValueError(f"{name} values must be >= 1, got {vals}")
@@ -165,6 +176,8 @@ def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None,
     r = _program(ma, hw, _table_arrays(table), _pad(c, pad_to), jnp.float32(n_gpus), phase == "prefill")
     r = jax.device_get(r)
     out = {"model": m.name, "n_gpus": int(n_gpus), "phase": phase, "system": system.name,
+           "pinned": dict(pins), "batch_candidates": sorted({int(b) for b in batches}),
+           "seq_len_candidates": sorted({int(x) for x in seqs}),
            "configs_evaluated": n_cfg, "configs_valid": int(r["n_ok"]), "configs_fit": int(r["n_fit"])}
     if int(r["n_fit"]) == 0:
         raise ValueError(f"no configuration of {m.name} fits on {n_gpus} GPUs "
@@ -187,4 +200,6 @@ def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None,
                          "time_ms": float(r["picked"][1]["time_1"]) / 1e6},
         "wall_s": time.time() - t0,
     })
+    if "status" in table:
+        out["collective_table"] = table["status"]
     return out
