@@ -214,6 +214,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
             else:
                 bev = Evaluator(s, plan, cand, min_rows=tables.max_slice_rows, budget=int(budget))
                 rng = np.random.default_rng([int(seed), BASELINES.index(name)])
+                if name != "random":   # their start is Algorithm 1's own choice, labelled as such
+                    bev(warm, "algorithm1")
                 if name == "random":
                     random_search(bev, rng)
                 elif name == "local_search":
