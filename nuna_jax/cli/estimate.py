@@ -87,7 +87,7 @@ def _optimized(args, nap, ua_row):
     """(report row, plot panel) of the gradient-searched placement on NAP+NAR's plan (``optim.optimize``)."""
     from ..lowering import build_traffic
     from ..optim.driver import optimize
-    o = optimize(nap.system, nap.plan)
+    o = optimize(nap.system, nap.plan, baselines=False)   # the row is the search; `optimize` reports baselines
     t = build_traffic(nap.system, nap.plan, o["placement"])
     d = _model_row(args, "OPTIMIZED", nap.system, t)
     d.update({"tbs_per_gpu": int(nap.plan.tbs_per_gpu.max(initial=0)), "tbs_chosen_by": "NAP+NAR's plan"})
