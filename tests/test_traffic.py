@@ -83,13 +83,15 @@ def test_byte_conservation(coll, n, size):
 
 
 def test_large_size_is_closed_form():
-    """1 GB All-Gather on 8 GPUs: 27 M flits, built from ~2 M pages without a row per flit."""
+    """1 GB All-Gather on 8 GPUs: 27 M flits, built from ~2 M pages without a row per flit.  Rows follow
+    runs of pages on one stack; Algorithm 1's served budget switches stack at least once per window
+    (<= 91 pages of 4 KiB = 1,456 flits), so a row averages well over 100 flits but not thousands."""
     s = preset("table2")
     plan = make_plan("allgather", 8, 10**9)
     t = build_traffic(s, plan, place(s, plan, "nap+nar"))
     assert t.total_bytes == 7 * 10**9
     assert t.total_flits == 56 * -(-125_000_000 // 256)
-    assert t.n_flows < 100_000
+    assert t.n_flows * 100 < t.total_flits
 
 
 def test_traffic_fields_unchanged():
