@@ -337,7 +337,12 @@ def nuna_rows(S: Sources) -> list[Row]:
     sp12 = {r["size_bytes"]: r["speedup"] for r in r12}
     add(Row("NUNA 6.4", "NAP+NAR speedup over UA falls as the size grows", True,
             all(a["speedup"] >= b["speedup"] - 1e-9 for a, b in zip(r12, r12[1:])) if len(r12) > 1 else None,
-            f12src, "estimate", would="experiments/fig12_size.py"))
+            f12src, "estimate", would="experiments/fig12_size.py",
+            why="not monotone: " + ", ".join(f"{a['size_bytes'] / 1e6:g} MB {a['speedup']:.3f}x (tbs "
+                                            f"{a.get('nap_nar_tbs')})" for a in r12 if 1e6 <= a["size_bytes"] <= 3e7)
+                + "; from 10 MB every policy is mesh-link bound and Algorithm 1's served stack budget moves "
+                  "All-Gather's HBM term (docs/policies.md D6, experiments/out/budget_large_sizes.json); the "
+                  "dip at 3 MB is not analysed" if r12 else ""))
     range_why = ("see 'up to 1.8x' above; at 1 MB NAP puts a GPU's 7 threadblocks on the two routers nearest "
                  "its ports and its source pages on the nearest stack: under XY routing every read response "
                  "turns into the CUs' column at the edge row and crosses one vertical mesh link (833 B/ns; 3,423 "
