@@ -141,14 +141,7 @@ class RowWriter:
             if b"\n" not in head:
                 with self.path.open("rb") as fh:
                     first = fh.readline().rstrip(b"\n").decode("utf-8", "replace")
-            if not first.startswith(MAGIC):
-                self.close_lock()
-                raise ValueError(f"{self.path} is not a nuna-jax sweep output; refusing to write over it "
-                                 "(remove it, choose another --out, or pass --force)")
-            if first != self.magic:
-                self.close_lock()
-                raise ValueError(f"{self.path} holds rows of a different grid or nuna_jax version ({first!r}); "
-                                 "remove it or choose another --out")
+            self._check_magic(self.path, first if first.startswith(MAGIC) else None)
             try:
                 self.done = self._recovered_indices()
             except ValueError:
@@ -177,6 +170,17 @@ class RowWriter:
             fh.close()       # closing releases the flock
             self._lock = None
 
+    def _check_magic(self, path: Path, magic: str | None) -> None:
+        """Refuse (lock released) a file that is no sweep output (``magic`` None) or another grid's."""
+        if magic is None:
+            self.close_lock()
+            raise ValueError(f"{path} is not a nuna-jax sweep output; refusing to write over it "
+                             "(remove it, choose another --out, or pass --force)")
+        if magic != self.magic:
+            self.close_lock()
+            raise ValueError(f"{path} holds rows of a different grid or nuna_jax version ({magic!r}); "
+                             "remove it or choose another --out")
+
     def _finished_npz(self) -> np.ndarray:
         """Indices of a finished ``.npz`` of this grid (all points); refuse any other file."""
         try:
@@ -185,14 +189,7 @@ class RowWriter:
                 idx = np.asarray(z["index"], np.int64) if "index" in z.files else None
         except Exception:            # not an npz at all
             magic, idx = None, None
-        if magic is None:
-            self.close_lock()
-            raise ValueError(f"{self.out} is not a nuna-jax sweep output; refusing to write over it "
-                             "(remove it, choose another --out, or pass --force)")
-        if magic != self.magic:
-            self.close_lock()
-            raise ValueError(f"{self.out} holds rows of a different grid or nuna_jax version ({magic!r}); "
-                             "remove it or choose another --out")
+        self._check_magic(self.out, magic)
         return np.sort(idx)
 
     def _recovered_indices(self) -> np.ndarray:
