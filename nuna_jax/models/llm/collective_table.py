@@ -191,8 +191,14 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
             try:
                 while queue or running:
                     while queue and len(running) < j:
-                        t = queue.pop(0)
-                        running[ex.submit(_task, t)] = t
+                        try:
+                            f = ex.submit(_task, queue[0])
+                        except BrokenProcessPool:       # the guard killed a worker since the last wait
+                            broken = True
+                            break
+                        running[f] = queue.pop(0)
+                    if not running:
+                        break
                     fin, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for f in fin:
                         t = running.pop(f)
