@@ -519,7 +519,7 @@ def _stale_message(st: dict) -> str:
     ch = st.get("changed_files", [])
     what = (f" ({', '.join(ch[:4])}{', ...' if len(ch) > 4 else ''} changed)" if ch else "")
     return (f"collective table {st['path']!r} is stale: built by model {st['model_hash']}, this tree's model is "
-            f"{st['current_model_hash']}{what}; rebuild it: {st['rebuild']} (or add --rebuild-table)")
+            f"{st['current_model_hash']}{what}; rebuild it: {st['rebuild']} (or give nuna-jax e2e --rebuild-table)")
 
 
 def check_current(d: dict, path) -> dict:
