@@ -191,8 +191,14 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
             try:
                 while queue or running:
                     while queue and len(running) < j:
-                        t = queue.pop(0)
-                        running[ex.submit(_task, t)] = t
+                        try:
+                            f = ex.submit(_task, queue[0])
+                        except BrokenProcessPool:       # the guard killed a worker since the last wait
+                            broken = True
+                            break
+                        running[f] = queue.pop(0)
+                    if not running:
+                        break
                     fin, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for f in fin:
                         t = running.pop(f)
@@ -513,7 +519,7 @@ def _stale_message(st: dict) -> str:
     ch = st.get("changed_files", [])
     what = (f" ({', '.join(ch[:4])}{', ...' if len(ch) > 4 else ''} changed)" if ch else "")
     return (f"collective table {st['path']!r} is stale: built by model {st['model_hash']}, this tree's model is "
-            f"{st['current_model_hash']}{what}; rebuild it: {st['rebuild']} (or add --rebuild-table)")
+            f"{st['current_model_hash']}{what}; rebuild it: {st['rebuild']} (or give nuna-jax e2e --rebuild-table)")
 
 
 def check_current(d: dict, path) -> dict:
