@@ -537,7 +537,7 @@ def _place_numa(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarra
 
 def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True,
                groups: list | None = None, demand: np.ndarray | None = None,
-               stack_budget: str = "served"):
+               stack_budget: str = "served", engine: str | None = None):
     """NUNA Algorithm 1 (section 4.2): NAP threadblock and memory placement.
 
     ``L = logical_allocation(W)``; ``nar = 0``; for each group ``L_i``:
@@ -557,6 +557,12 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
     The domain of the group that places a page is recorded with it (the NAR
     address segment the driver maps the page into, section 4.2.3).
 
+    ``engine``: ``"compiled"`` (the same loop over flat arrays,
+    :func:`algorithm1_kernel.run_algorithm1`; the default,
+    :data:`ALGORITHM1_ENGINE`) or ``"python"`` (this function's
+    own loop over :class:`PageMap`, the readable reference; both give the same
+    placement, tests/test_algorithm1_kernel.py).
+
     Returns ``(tb_cu, tb_domain, pages (the :class:`PageMap`) or None, groups,
     group_domain)``.
     """
@@ -565,6 +571,11 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
         groups = logical_allocation(plan)
     if demand is None:
         demand = cu_demand(s, plan)
+    engine = ALGORITHM1_ENGINE if engine is None else engine
+    if engine == "compiled":
+        return _algorithm1_compiled(s, plan, dom, place_memory, groups, demand, stack_budget)
+    if engine != "python":
+        raise ValueError(f"algorithm1 engine must be 'compiled' or 'python', got {engine!r}")
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
     ptr = np.zeros((plan.n_gpus, nar_max), np.int64)  # first CU in order with rem > 0
     tb_cu = np.full(plan.n_tbs, -1, np.int64)
@@ -597,6 +608,45 @@ def algorithm1(s: System, plan: Plan, nar_max: int, *, place_memory: bool = True
                     pages.place(g, int(saddr[r]), nb, local, nar)
                     h = int(plan.dst_gpu[r])
                     pages.place(h, int(daddr[r]), nb, dom.stack_order[nar], nar)
+    return tb_cu, tb_dom, pages, groups, group_domain
+
+
+#: :func:`algorithm1`'s default engine ("python": the readable reference loop, for checks)
+ALGORITHM1_ENGINE = "compiled"
+
+
+def _algorithm1_compiled(s: System, plan: Plan, dom: Domains, place_memory: bool, groups: list,
+                         demand: np.ndarray, stack_budget: str):
+    """:func:`algorithm1` through the compiled loop (:mod:`algorithm1_kernel`), same outputs."""
+    from . import algorithm1_kernel as K
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    pages = PageMap(s, plan, budget=stack_budget) if place_memory else None
+    if pages is None:   # empty state the kernel does not touch
+        rem_st, windows = np.zeros((1, 1), np.int64), np.zeros(1, np.int64)
+        ps = pd = np.zeros((1, 1), np.int16)
+        window, budget = 1, K.BUDGET_SERVED
+    else:
+        rem_st, windows, ps, pd, window = pages.rem, pages.windows, pages.ps, pages.pd, pages.window
+        budget = K.BUDGET_PAGES if stack_budget == "pages" else K.BUDGET_SERVED
+    sizes = [len(g) for g in groups]
+    group_start = i64(np.concatenate([[0], np.cumsum(sizes)]))
+    group_tbs = i64(np.concatenate(groups) if groups else np.zeros(0))
+    rem_cu = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    ptr = np.zeros((plan.n_gpus, dom.cu_order.shape[0]), np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    tb_dom = np.zeros(plan.n_tbs, np.int64)
+    group_domain = np.zeros(len(groups), np.int64)
+    bounds = i64(np.searchsorted(plan.step_tb, np.arange(plan.n_tbs + 1)))
+    rc = K.run_algorithm1(group_tbs, group_start, i64(dom.cu_order), i64(dom.stack_order),
+                          i64(stack_order_by_router(s)), i64(cu_router(s)), i64(plan.tb_gpu), i64(demand),
+                          bounds, i64(plan.nbytes), i64(plan.src_addr(s.page_bytes)),
+                          i64(plan.dst_addr(s.page_bytes)), i64(plan.dst_gpu), rem_cu, ptr, tb_cu, tb_dom,
+                          group_domain, pages is not None, rem_st, windows, ps, pd, int(s.page_bytes),
+                          int(window), int(budget))
+    if rc == K.PAGES_EXHAUSTED:
+        raise AssertionError("stack budget exhausted")  # cannot happen: cap >= pages / n_stacks
+    if rc >= 0:
+        raise _fail(plan, int(rc), int(demand[rc]), s)
     return tb_cu, tb_dom, pages, groups, group_domain
 
 

@@ -260,6 +260,7 @@ def test_stack_budget_served_matches_slow_reference(case, monkeypatch):
     plan = make_plan(coll, n, size, tbs_per_gpu=tbs, slot_align_bytes=1)
     fast = place(s, plan, "nap+nar", nar_granularity=4)
     monkeypatch.setattr(P, "PageMap", _SlowServedPages)
+    monkeypatch.setattr(P, "ALGORITHM1_ENGINE", "python")   # the reference loop reads the slow map
     slow = place(s, plan, "nap+nar", nar_granularity=4)
     assert np.array_equal(fast.page_stack, slow.page_stack)
     assert np.array_equal(fast.stack_windows, slow.stack_windows)
