@@ -131,7 +131,7 @@ def main(argv=None) -> int:
                    jsonl=str(Path(a.out) / "all.jsonl"))
     import json
     for name in a.only.split(","):
-        with open(Path(a.out) / f"{name}.jsonl", "a") as fh:
+        with open(Path(a.out) / f"{name}.jsonl", "w") as fh:   # this run replaces the study
             for r in rows:
                 if r.get("study") == name:
                     fh.write(json.dumps(r, default=float) + "\n")
