@@ -66,15 +66,41 @@ def test_rows_match_single_calls(full):
     for k in (0, 10):   # closed form 100 kB / 300 ns; path 120 kB / 500 ns
         sw, n = float(full["switch_latency_ns"][k]), int(full["size"][k])
         s = preset("table2", n_gpus=2, switch_latency_ns=sw)
-        if full["model"][k] == "path":
-            sc = make_scenario(s, collective="allgather", size_bytes=n, policy="UA")
+        if full["model"][k] == "path":   # the sweep's default threadblocks: "best", as the CLI's
+            sc = make_scenario(s, collective="allgather", size_bytes=n, policy="UA", tbs_per_gpu="best")
             want = evaluate(s, sc.traffic)["time_ns"]
             assert full["n_flows"][k] == sc.traffic.n_flows
+            assert full["tbs_used"][k] == int(sc.plan.tbs_per_gpu.max())
         else:   # jitted: the eager op-by-op call takes ~15 s on a 2-core CPU
             want = float(jax.jit(lambda s_: collective_time_ns(s_, "allgather", n))(s))
         assert full["time_ns"][k] == pytest.approx(want, rel=1e-6)
     path = full["time_ns"][full["model"] == "path"].reshape(2, 3)
     np.testing.assert_allclose(np.diff(path, axis=1), 200.0, rtol=1e-4)
+
+
+def test_best_threadblocks_is_the_fastest_fixed_count_per_hardware_variant(tmp_path):
+    """``tbs_per_gpu = "best"`` (the default) is, for every hardware variant, the fastest of the
+    fixed candidate counts 1, 4, 16 x (n - 1) evaluated as their own rows (ties: fewer)."""
+    d = {"sweep": {"chunk": 64}, "axes": {"model": ["path"], "gpus": [2], "size": ["100kB", "1MB"],
+                                           "policy": ["UA", "NAP+NAR"], "tbs": [1, 4, 16, "best"],
+                                           "link_bw_bytes_per_ns": [100.0, 833.0, 5000.0]}}
+    out = tmp_path / "best.csv"
+    run_sweep(grid_from_dict(d, parse_size=parse_size), out, progress=False)
+    c = _cols(out)
+    fixed, best = c["tbs_per_gpu"] != "best", c["tbs_per_gpu"] == "best"
+    assert best.sum() == 12 and fixed.sum() == 36
+    key = lambda k: (c["size"][k], c["policy"][k], float(c["link_bw_bytes_per_ns"][k]))  # noqa: E731
+    by = {}
+    for k in np.flatnonzero(fixed):
+        by.setdefault(key(k), []).append((float(c["time_ns"][k]), int(c["tbs_per_gpu"][k])))
+        assert int(c["tbs_used"][k]) == int(c["tbs_per_gpu"][k])
+    for k in np.flatnonzero(best):
+        t, tbs = min(by[key(k)])
+        assert float(c["time_ns"][k]) == pytest.approx(t, rel=1e-6)
+        assert int(c["tbs_used"][k]) == tbs
+    cf = run_sweep(grid_from_dict({"axes": {"model": ["closed_form"], "gpus": [2], "size": [1000]}}),
+                   tmp_path / "cf.csv", progress=False)
+    assert cf["complete"] and list(_cols(tmp_path / "cf.csv")["tbs_used"]) == [-1]
 
 
 def test_closed_form_hand_invariants(full):

@@ -62,11 +62,11 @@ def test_second_writer_is_refused_at_once(tmp_path):
 
 
 @pytest.mark.parametrize("line, match", [
-    ("99,closed_form,2,100000,300.0,1.0,,-1", "outside this grid"),
-    ("0,closed_form,2,100000,300.0,1.0,,-1", "appears twice"),
-    ("x,closed_form,2,100000,300.0,1.0,,-1", "not an integer"),
+    ("99,closed_form,2,100000,300.0,1.0,,-1,-1", "outside this grid"),
+    ("0,closed_form,2,100000,300.0,1.0,,-1,-1", "appears twice"),
+    ("x,closed_form,2,100000,300.0,1.0,,-1,-1", "not an integer"),
     ("1,closed_form,2,100000", "fields where the header has"),
-    ("1,closed_form,2,100000,300.0,fast,,-1", "not a number"),
+    ("1,closed_form,2,100000,300.0,fast,,-1,-1", "not a number"),
 ])
 def test_recovered_rows_are_checked_with_file_and_line(tmp_path, reference, line, match):
     data, _ = reference

@@ -50,7 +50,7 @@ STATS = ("best", "mean", "worst")
 _ALIASES = {"gpus": "n_gpus", "size_bytes": "size", "tbs": "tbs_per_gpu"}
 # scenario axis -> default value (None: the library's default)
 SCENARIO_AXES = {"model": "path", "system": None, "collective": "allgather", "size": None,
-                 "policy": "NAP+NAR", "algorithm": "direct", "tbs_per_gpu": None, "nar_granularity": None,
+                 "policy": "NAP+NAR", "algorithm": "direct", "tbs_per_gpu": "best", "nar_granularity": None,
                  "stat": "mean"}
 
 
@@ -215,6 +215,10 @@ def _canon(axis: str, v, parse_size: Callable | None):
         if not isinstance(v, bool):
             raise ValueError(f"axis {axis!r}: must be true or false, got {v!r}")
         return v
+    if axis == "tbs_per_gpu" and isinstance(v, str):
+        if v.strip().lower() != "best":
+            raise ValueError(f"axis 'tbs_per_gpu': an integer >= 1 or \"best\", got {v!r}")
+        return "best"
     if axis in ("tbs_per_gpu", "nar_granularity") or axis in stat:
         if isinstance(v, float) and v.is_integer():
             v = int(v)

@@ -27,7 +27,7 @@ from ..system import System
 from ..traffic import FIELDS, Traffic
 from .shard import batch_sharding, replicated
 
-__all__ = ["PaddedTraffic", "traffic_key", "traffic_for", "stack_traffic", "path_batch_fn", "simulate_ns",
+__all__ = ["PaddedTraffic", "traffic_key", "traffic_for", "tbs_choices", "stack_traffic", "path_batch_fn", "simulate_ns",
            "PLACEMENT_FIELDS", "pad", "path_value_and_grad"]
 
 # continuous System fields the placement reads (placement.py: the HBM bandwidth-delay product
@@ -40,16 +40,31 @@ class PaddedTraffic(NamedTuple):
     n_flows: int          # real rows
     n_rows: int           # padded rows (the shape bucket)
     n_phases: int
+    tbs_per_gpu: int = -1  # threadblocks per GPU of the plan (-1: not a generated plan)
 
 
 def traffic_key(s: System, point: dict) -> tuple:
     """What the traffic of a point depends on: the static system, the discrete scenario
     axes and the continuous fields the placement reads."""
     from .grid import static_fields
+    from .grid import continuous_fields
     statics = tuple(getattr(s, f) for f in static_fields())   # every shape / modelling switch
-    cont = tuple(float(np.asarray(getattr(s, f))) for f in PLACEMENT_FIELDS)
+    # "best" threadblocks chosen inside the scenario (simulator points) reads every field
+    fields = continuous_fields() if isinstance(point["tbs_per_gpu"], str) else PLACEMENT_FIELDS
+    cont = tuple(float(np.asarray(getattr(s, f))) for f in fields)
     return statics + cont + (point["collective"], point["size"], point["policy"], point["algorithm"],
                              point["tbs_per_gpu"], point["nar_granularity"])
+
+
+def tbs_choices(s: System, point: dict) -> tuple:
+    """The threadblock counts a point is evaluated at: its own, or for ``"best"`` every count of
+    :func:`scenario.tbs_candidates` (NUNA 5.1; the sweep keeps the fastest per point, on the point's
+    own hardware)."""
+    t = point["tbs_per_gpu"]
+    if isinstance(t, str):
+        from ..scenario import tbs_candidates
+        return tbs_candidates(s.n_gpus, point["algorithm"])
+    return (t,)
 
 
 def traffic_for(s: System, point: dict, cache: dict) -> PaddedTraffic:
@@ -60,7 +75,7 @@ def traffic_for(s: System, point: dict, cache: dict) -> PaddedTraffic:
         sc = make_scenario(s, collective=point["collective"], size_bytes=int(point["size"]),
                            policy=point["policy"], tbs_per_gpu=point["tbs_per_gpu"],
                            nar_granularity=point["nar_granularity"], algorithm=point["algorithm"])
-        hit = pad(sc.traffic)
+        hit = pad(sc.traffic)._replace(tbs_per_gpu=int(np.max(sc.plan.tbs_per_gpu)))
         cache[key] = hit
     return hit
 

@@ -38,7 +38,9 @@ from ..limits import Limits
 
 __all__ = ["run_sweep", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
 
-RESULT_COLUMNS = ("time_ns", "lower_bound_ns", "n_flows")
+#: ``tbs_used``: the threadblocks per GPU the row's time is for (the fastest candidate when the point's
+#: ``tbs_per_gpu`` is "best"; -1 for the closed form, which has none)
+RESULT_COLUMNS = ("time_ns", "lower_bound_ns", "n_flows", "tbs_used")
 DEFAULT_MAX_ROWS = 1 << 20   # path model: points x padded flow rows per chunk (bounds memory)
 MERGE_FACTOR = 2.0           # path model: shape buckets within this ratio share one compiled program
 
@@ -101,6 +103,7 @@ def _prepare_path_group(grid: Grid, mesh, key, items, max_rows: int) -> dict:
             "T": put_replicated(path_eval.stack_traffic(traffics, n_rows), mesh),
             "index": np.asarray([i for i, _, _ in items], np.int64),
             "n_flows": np.asarray([tr.n_flows for _, _, tr in items], np.int64),
+            "tbs": np.asarray([tr.tbs_per_gpu for _, _, tr in items], np.int64),
             "hw_i": np.asarray(hw_i, np.int32), "t_i": np.asarray(t_i, np.int32),
             "B": round_up(max(1, min(grid.chunk, max_rows // n_rows, len(items))), mesh)}
 
@@ -157,7 +160,8 @@ def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) 
     if key not in seen:
         desc = f"grid point {i} (" + ", ".join(f"{a}={pt[a]}" for a in grid.names) + ")"
         lim.check_system(s, desc)
-        work = generated_plan_work(pt["collective"], pt["algorithm"], s.n_gpus, pt["tbs_per_gpu"], pt["size"])
+        tbs = max(path_eval.tbs_choices(s, pt))        # "best": its largest candidate
+        work = generated_plan_work(pt["collective"], pt["algorithm"], s.n_gpus, tbs, pt["size"])
         check_traffic_work(lim, work, s, desc, flits=pt["model"] == "sim")
         seen[key] = int(work["bytes"] // int(s.flit_bytes) + work["plan_steps"]) if pt["model"] == "sim" else 0
     return seen[key]
@@ -198,6 +202,7 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
         cache: dict = {}
         path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
         sim_points = []
+        left: dict = {}                           # path point -> candidates not yet evaluated
         seen_work: dict = {}
         sim_flits = 0
         t_plan = time.time()
@@ -211,15 +216,25 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                 s = grid.system_of(pt)
                 sim_flits += _check_point_work(lim, grid, int(i), pt, s, seen_work)
                 lim.check("sim_flits", sim_flits, f"{grid.source or 'the grid'}'s simulator points")
-                try:
-                    tr = path_eval.traffic_for(s, pt, cache)
-                except ValueError as e:
+                # a simulator point builds its own scenario ("best" chosen inside by the path model);
+                # a path point is evaluated at each of its threadblock counts, and the fastest kept
+                choices = ((pt,) if b.fixed["model"] == "sim" else
+                           tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt)))
+                got, err = [], None
+                for cpt in choices:
+                    try:
+                        got.append(path_eval.traffic_for(s, cpt, cache))
+                    except ValueError as e:        # more threadblocks than the CUs hold: not a candidate
+                        err = e
+                if not got or (err is not None and not isinstance(pt["tbs_per_gpu"], str)):
                     desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
-                    raise ValueError(f"grid point {int(i)} ({desc}): {e}") from None
+                    raise ValueError(f"grid point {int(i)} ({desc}): {err}") from None
                 if b.fixed["model"] == "sim":
-                    sim_points.append((int(i), s, tr))
+                    sim_points.append((int(i), s, got[0]))
                 else:
-                    path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
+                    left[int(i)] = len(got)
+                    for tr in got:
+                        path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
         path_groups = _merge_shapes(path_groups, merge_factor)
         plan_s = time.time() - t_plan
 
@@ -230,7 +245,26 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
         stopped = False
         written = 0
 
-        def emit(index, time_ns, lb, nflows):
+        best: dict = {}
+
+        def emit_candidates(index, time_ns, lb, nflows, tbs):
+            """Path rows: a point's row is written once all its candidates are in, with the fastest
+            (ties: fewer threadblocks, as ``make_scenario(tbs_per_gpu="best")``)."""
+            out = []
+            for k in range(len(index)):
+                i = int(index[k])
+                cand = (float(time_ns[k]), int(tbs[k]), float(lb[k]), int(nflows[k]))
+                cur = best.get(i)
+                if cur is None or cand[:2] < cur[:2]:
+                    best[i] = cur = cand
+                left[i] -= 1
+                if left[i] == 0:
+                    out.append((i, *best.pop(i)))
+            if out:
+                i, t, tb, lo, nf = (np.asarray(c) for c in zip(*out))
+                emit(i.astype(np.int64), t, lo, nf, tb)
+
+        def emit(index, time_ns, lb, nflows, tbs):
             nonlocal written
             keep = w.todo_mask(index)
             bad = keep & ~np.isfinite(np.asarray(time_ns, np.float64))
@@ -242,7 +276,7 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                                  "outside what the model can represent (nothing non-finite is written)")
             cols = {"index": index[keep], **_axis_columns(grid, index[keep]),
                     "time_ns": np.asarray(time_ns)[keep], "lower_bound_ns": np.asarray(lb)[keep],
-                    "n_flows": np.asarray(nflows)[keep]}
+                    "n_flows": np.asarray(nflows)[keep], "tbs_used": np.asarray(tbs)[keep]}
             written += w.write(cols)
             prog.add(int(keep.sum()))
 
@@ -278,7 +312,7 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                     break
                 t = to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo]
                 nan = np.full(hi - lo, np.nan)
-                emit(gidx, t, nan, np.full(hi - lo, -1))
+                emit(gidx, t, nan, np.full(hi - lo, -1), np.full(hi - lo, -1))
 
         # ---- path model ---------------------------------------------------------------------------
         prepared = [_prepare_path_group(grid, mesh, key, items, max_rows) for key, items in path_groups.items()]
@@ -295,7 +329,7 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                 sel = np.arange(lo, lo + B).clip(max=hi - 1)
                 est, lb = to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh)))
                 m = hi - lo
-                emit(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi])
+                emit_candidates(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi], g["tbs"][lo:hi])
 
         # ---- simulator (host, process 0) -------------------------------------------------------------
         for i, s, tr in sim_points:
@@ -303,7 +337,8 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                 break
             if writer_proc:
                 t = path_eval.simulate_ns(s, tr)
-                emit(np.asarray([i]), np.asarray([t]), np.asarray([np.nan]), np.asarray([tr.n_flows]))
+                emit(np.asarray([i]), np.asarray([t]), np.asarray([np.nan]), np.asarray([tr.n_flows]),
+                     np.asarray([tr.tbs_per_gpu]))
 
         eval_s = time.time() - t_eval
         w.close()

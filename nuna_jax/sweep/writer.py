@@ -208,7 +208,7 @@ class RowWriter:
                 header = row
                 if header != self.columns:
                     raise ValueError(f"{self.path}:{no}: columns {header} differ from this grid's {self.columns}")
-                res_cols = [k for k, c in enumerate(header) if c in ("time_ns", "lower_bound_ns", "n_flows")]
+                res_cols = [k for k, c in enumerate(header) if c in ("time_ns", "lower_bound_ns", "n_flows", "tbs_used")]
                 continue
             where = f"{self.path}:{no}"
             if len(row) != len(header):
