@@ -218,5 +218,9 @@ def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario
         from ..optim.io import load_placement
         lim.check_file(args.placement, "--placement file")
         pl = load_placement(args.placement, sc.system, sc.plan)
-        sc = Scenario(sc.system, sc.plan, pl, build_traffic(sc.system, sc.plan, pl))
+        try:
+            t = build_traffic(sc.system, sc.plan, pl)
+        except ValueError as e:         # e.g. a page the plan touches placed on no stack (-1)
+            raise ValueError(f"placement file {args.placement!r}: {e}") from None
+        sc = Scenario(sc.system, sc.plan, pl, t)
     return sc
