@@ -80,8 +80,14 @@ def run(args) -> int:
               file=sys.stderr)
     s = system_from_args(args)
     size = parse_size(args.size)
+    if args.collective:                 # from the inputs, before NAP+NAR's scenario is built
+        from ..limits import generated_plan_work
+        from ..plans import canonical_collective
+        from .common import tbs_for_work
+        _check_work(args, s, generated_plan_work(canonical_collective(args.collective), args.algorithm, s.n_gpus,
+                                                 tbs_for_work(args, s.n_gpus, args.algorithm), size))
     s, plan, nap_sc = _plan(args, s)
-    _check_work(args, s, plan)
+    _check_work(args, s, None, plan)
     tty = sys.stderr.isatty() and not args.json
     stages = ["tables", "compiled", "descended", "rounded", "searched", "baselines", "simulated"]
 
@@ -127,21 +133,22 @@ def run(args) -> int:
     return 0
 
 
-def _check_work(args, s, plan) -> None:
+def _check_work(args, s, work, plan=None) -> None:
     """``--budget``, ``--steps``, ``--seeds`` and the simulator runs within the work limits
-    (:func:`nuna_jax.limits.check_optimize_work`): each run under ``simulate``'s flit limit, before
-    anything is compiled."""
+    (:func:`nuna_jax.limits.check_optimize_work`): each run under ``simulate``'s flit limit.  ``work``:
+    the plan's threadblocks, steps and bytes from the inputs (:func:`limits.generated_plan_work`),
+    checked before anything is built; else those of the built ``plan``."""
     import math
 
     from ..limits import check_optimize_work, plan_work
     from ..optim.driver import BASELINES
-    w = plan_work(plan)
+    w = work if work is not None else plan_work(plan)
     flits = int(math.ceil(w["bytes"] / int(s.flit_bytes))) + w["plan_steps"]
     searches = 1 + (0 if args.no_baselines else len(BASELINES))
     runs = searches * N_SIMULATE + 3          # each search's best, the rounded argmax, NAP+NAR and UA
     what = args.collective or args.plan
     check_optimize_work(limits_from_args(args), budget=args.budget, steps=args.steps, seeds=args.seeds,
-                        n_tbs=int(plan.n_tbs), n_candidates=args.candidates, flits_per_run=flits, n_runs=runs,
+                        n_tbs=int(w["threadblocks"]), n_candidates=args.candidates, flits_per_run=flits, n_runs=runs,
                         source=f"optimize {what} of --size {args.size} on {s.n_gpus} GPUs")
 
 
