@@ -142,7 +142,7 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
 
 def _make_scenario(system, *, collective, plan_file, size_bytes, policy, tbs_per_gpu, nar_granularity, algorithm,
                    elem_bytes, options, slot_align_bytes, lim) -> Scenario:
-    from .limits import check_traffic_work, generated_plan_work, plan_work
+    from .limits import WorkLimitError, check_traffic_work, generated_plan_work, plan_work
     lim.check_system(system, f"make_scenario: system {system.name!r}")
     opts = options or PolicyOptions()
     if nar_granularity is not None:
@@ -161,6 +161,8 @@ def _make_scenario(system, *, collective, plan_file, size_bytes, policy, tbs_per
                 sc = make_scenario(system, collective=collective, size_bytes=size_bytes, policy=name,
                                    tbs_per_gpu=tbs, algorithm=algorithm, elem_bytes=elem_bytes, options=opts,
                                    slot_align_bytes=slot_align_bytes)
+            except WorkLimitError:    # over the work limits: the whole call is, not just this candidate
+                raise
             except ValueError as e:   # more threadblocks than the CUs can hold: not a candidate
                 err = e
                 continue

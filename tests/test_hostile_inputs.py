@@ -467,3 +467,12 @@ def test_limits_nesting_depth_is_iterative():
     with pytest.raises(ValueError, match="nested more than"):
         limits.check_nesting({"a": deep}, "x")
     limits.check_nesting({"a": [[1, 2], {"b": [3]}]}, "x")
+
+
+def test_best_threadblocks_never_skips_a_candidate_over_the_limits(monkeypatch):
+    """``tbs_per_gpu="best"``: a candidate over the work limits refuses the call; it is not silently
+    dropped from the search (which would change the answer)."""
+    from nuna_jax.scenario import make_scenario
+    monkeypatch.setitem(limits.DEFAULT_LIMITS, "threadblocks", 50)     # 3 GPUs x 32 (the largest) > 50
+    with pytest.raises(WorkLimitError, match="threadblocks"):
+        make_scenario(TINY, collective="allgather", size_bytes=30_000, policy="ua", tbs_per_gpu="best")
