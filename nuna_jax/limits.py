@@ -20,9 +20,12 @@ fuzz tests do).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
-__all__ = ["DEFAULT_LIMITS", "WorkLimitError", "Limits", "generated_plan_work", "plan_work", "bytes_moved_bound"]
+__all__ = ["DEFAULT_LIMITS", "WorkLimitError", "Limits", "generated_plan_work", "plan_work", "bytes_moved_bound",
+           "active", "using", "check_generated_plan", "check_traffic_work", "MAX_NESTING_DEPTH", "nesting_depth",
+           "check_nesting", "check_optimize_work", "check_e2e_work"]
 
 #: Documented default limits (README "Limits and errors").
 DEFAULT_LIMITS = {
@@ -42,8 +45,19 @@ DEFAULT_LIMITS = {
     "grid_points": 1 << 28,       # sweep: points of a whole grid (closed-form rows included)
     "model_points": 1 << 20,      # sweep: path-model and simulator points of a grid
     "static_systems": 1 << 12,    # sweep: distinct static systems a grid validates one by one
-    "sim_flits": 1 << 28,         # sweep: flits simulated over all simulator points of a grid
+    "sim_flits": 1 << 28,         # sweep / optimize: flits simulated over all simulator runs of a command
+    "search_budget": 1 << 17,     # optimize: path-model evaluations per search (--budget; default 800)
+    "search_steps": 1 << 16,      # optimize: Adam steps of the descent (--steps)
+    "search_restarts": 1 << 10,   # optimize: restarts in one vmap (--seeds; default 2)
+    "relaxed_elements": 1 << 26,  # optimize: restarts x threadblocks x candidates of the relaxed logits
+    "e2e_configs": 1 << 22,       # e2e: configurations of one search (TP x EP x DP x PP x batches x lengths)
+    "e2e_batch": 1 << 20,         # e2e: requests served at once (--batch, a config's batch)
+    "e2e_seq_len": 1 << 24,       # e2e: prompt / context length in tokens (--seq-len, a config's seq_len)
 }
+
+#: Deepest nesting of arrays / tables an input TOML or JSON file may have (a system, model, e2e
+#: config, grid or placement file); deeper is refused before anything walks it (not scaled by --max-work).
+MAX_NESTING_DEPTH = 32
 
 
 class WorkLimitError(ValueError):
@@ -51,7 +65,11 @@ class WorkLimitError(ValueError):
 
 
 class Limits:
-    """The default limits scaled by a factor (``--max-work``)."""
+    """The default limits scaled by a factor (``--max-work``).
+
+    Library entry points (``plans.make_plan``, ``lowering.build_traffic``, ``scenario.make_scenario``,
+    ``models.spread.nuna_spread``) take ``limits=``; without it they use :func:`active`'s.
+    """
 
     def __init__(self, factor: float = 1.0):
         f = float(factor)
@@ -153,3 +171,83 @@ def check_traffic_work(limits: Limits, work: dict, system, source: str, *, flits
     if flits:
         f = b / int(system.flit_bytes) + work["plan_steps"]
         limits.check("flits", f if f > 2**62 else int(math.ceil(f)), source)
+
+
+_ACTIVE: list = []
+
+
+def active(limits: Limits | None = None) -> Limits:
+    """``limits`` if given, else the innermost :func:`using` (the command's ``--max-work``), else the defaults."""
+    if limits is not None:
+        return limits
+    return _ACTIVE[-1] if _ACTIVE else Limits()
+
+
+@contextlib.contextmanager
+def using(limits: Limits):
+    """Make ``limits`` the default of every library entry point inside the block (process-wide:
+    the worker threads of a command see it too)."""
+    _ACTIVE.append(limits)
+    try:
+        yield limits
+    finally:
+        _ACTIVE.pop()
+
+
+def check_generated_plan(limits: Limits, collective: str, algorithm: str, n_gpus: int, tbs_per_gpu,
+                         size_bytes: int, source: str) -> None:
+    """GPUs, threadblocks and steps of a generated plan (plans.make_plan), from its inputs."""
+    limits.check("gpus", int(n_gpus), f"{source} (n_gpus={n_gpus})")
+    w = generated_plan_work(collective, algorithm, n_gpus, tbs_per_gpu, size_bytes)
+    limits.check("threadblocks", w["threadblocks"], source)
+    limits.check("plan_steps", w["plan_steps"], source)
+
+
+def nesting_depth(obj, stop: int | None = None) -> int:
+    """The deepest nesting of lists / tuples / dicts in ``obj`` (a scalar: 0), without recursion;
+    stops counting past ``stop``."""
+    deepest, todo = 0, [(obj, 0)]
+    while todo:
+        o, d = todo.pop()
+        if isinstance(o, dict):
+            o = list(o.values())
+        elif not isinstance(o, (list, tuple)):
+            continue
+        d += 1
+        deepest = max(deepest, d)
+        if stop is not None and deepest > stop:
+            return deepest
+        todo.extend((x, d) for x in o if isinstance(x, (list, tuple, dict)))
+    return deepest
+
+
+def check_nesting(obj, source: str) -> None:
+    """``ValueError`` naming ``source`` if ``obj`` (a parsed TOML / JSON document) nests deeper
+    than :data:`MAX_NESTING_DEPTH`."""
+    d = nesting_depth(obj, stop=MAX_NESTING_DEPTH)
+    if d > MAX_NESTING_DEPTH:
+        raise ValueError(f"{source}: nested more than {MAX_NESTING_DEPTH} levels deep")
+
+
+def check_optimize_work(limits: Limits, *, budget: int, steps, seeds: int, n_tbs: int, n_candidates: int,
+                        flits_per_run: int, n_runs: int, source: str) -> None:
+    """``optimize``: the budget, steps and restarts of the descent, its relaxed logits, and the
+    simulator runs that judge the pool (each under ``simulate``'s flit limit; all of them together
+    under ``sim_flits``)."""
+    limits.check("search_budget", int(budget), f"--budget {budget}")
+    if steps is not None:
+        limits.check("search_steps", int(steps), f"--steps {steps}")
+    limits.check("search_restarts", int(seeds), f"--seeds {seeds}")
+    limits.check("relaxed_elements", int(seeds) * int(n_tbs) * int(n_candidates),
+                 f"--seeds {seeds} x {n_tbs} threadblocks x {n_candidates} candidates")
+    limits.check("flits", int(flits_per_run), f"{source} (one simulator run)")
+    limits.check("sim_flits", int(flits_per_run) * int(n_runs), f"{source} ({n_runs} simulator runs)")
+
+
+def check_e2e_work(limits: Limits, *, n_configs: int, batches, seqs, source: str) -> None:
+    """``e2e``: the configurations of one search and the largest batch and length."""
+    if batches:
+        limits.check("e2e_batch", max(int(b) for b in batches), f"{source} batch")
+    if seqs:
+        limits.check("e2e_seq_len", max(int(x) for x in seqs), f"{source} seq_len")
+    limits.check("e2e_configs", int(n_configs), f"{source} ({n_configs} configurations)")

@@ -112,7 +112,7 @@ def _residue_counts(seg: _Segments, group, n_groups: int, residue0, m):
     return flat_g, res, cnt + full[flat_g], base_of, g_m
 
 
-def build_traffic(system, plan, placement) -> Traffic:
+def build_traffic(system, plan, placement, *, limits=None) -> Traffic:
     """The flows of a placed plan (``nuna_jax.plans.Plan`` + ``nuna_jax.placement.Placement``).
 
     One row per (threadblock, step, egress port, read stack and channel,
@@ -120,7 +120,12 @@ def build_traffic(system, plan, placement) -> Traffic:
     step's last flit may be partial).  Rows are ordered by (threadblock,
     step), then by the position at which the row's port first comes up in the
     step's hash sequence, then stacks.
+
+    ``limits`` (default :func:`limits.active`): the plan's threadblocks, steps and pages
+    (the segments built here) are checked first (``WorkLimitError``).
     """
+    from .limits import active, check_traffic_work, plan_work
+    check_traffic_work(active(limits), plan_work(plan), system, f"build_traffic (plan {plan.name!r})", flits=False)
     fb, pb = int(system.flit_bytes), int(system.page_bytes)
     dom = placement.domains
     if plan.n_steps == 0:

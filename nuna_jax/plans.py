@@ -294,7 +294,8 @@ def _chunk_ids(gpu, buf, off, nb) -> np.ndarray:
 
 
 def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str = "direct",
-              tbs_per_gpu: int | None = None, elem_bytes: int = 2, slot_align_bytes: int = 1) -> Plan:
+              tbs_per_gpu: int | None = None, elem_bytes: int = 2, slot_align_bytes: int = 1,
+              limits=None) -> Plan:
     """Generate a plan (NUNA section 5.1: the direct / all-pairs algorithm; ring for comparison).
 
     Direct (all-pairs): every GPU writes straight to every peer; peers are
@@ -315,7 +316,12 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
     back; ``scenario.make_scenario`` passes the page size, so that no page
     holds two GPUs' chunks (section 4.2: chunks are "fixed-size regions",
     placed with "4 kB pages").
+
+    ``limits`` (:class:`~nuna_jax.limits.Limits`, default :func:`limits.active`): the GPUs,
+    threadblocks and steps are checked from the inputs before anything is built
+    (``WorkLimitError``).
     """
+    from .limits import active, check_generated_plan
     coll = canonical_collective(collective)
     alg = str(algorithm).strip().lower()
     if alg not in ALGORITHMS:
@@ -333,6 +339,8 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
     T = default_tbs_per_gpu(n, alg) if tbs_per_gpu is None else int(tbs_per_gpu)
     if T < 1:
         raise ValueError(f"tbs_per_gpu must be >= 1, got {tbs_per_gpu}")
+    check_generated_plan(active(limits), coll, alg, n, T, size,
+                         f"make_plan({coll}, {alg}, {size} B on {n} GPUs, {T} threadblocks per GPU)")
     align = int(slot_align_bytes)
     if align < 1:
         raise ValueError(f"slot_align_bytes must be >= 1, got {slot_align_bytes}")

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from .msccl import load_msccl
 from .nar import max_useful_granularity
 from .placement import POLICIES, Placement, PolicyOptions, canonical_policy, place, policy_parts
-from .plans import ALGORITHMS, COLLECTIVES, Plan, make_plan
+from .plans import ALGORITHMS, COLLECTIVES, Plan, canonical_collective, make_plan
 from .system import System
 from .lowering import build_traffic
 from .traffic import Traffic
@@ -111,7 +111,7 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
                   size_bytes: int, policy: str, tbs_per_gpu: int | str | None = None,
                   nar_granularity: int | None = None, algorithm: str = "direct",
                   elem_bytes: int = 2, options: PolicyOptions | None = None,
-                  slot_align_bytes: int | None = None) -> Scenario:
+                  slot_align_bytes: int | None = None, limits=None) -> Scenario:
     """Build plan, placement and traffic.
 
     Exactly one of ``collective`` (a generated plan, :func:`plans.make_plan`)
@@ -127,8 +127,23 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
     :func:`placement.default_nar_granularity`.  ``options``: the modelling
     choices (:class:`placement.PolicyOptions`).  ``slot_align_bytes``: the
     alignment of per-GPU slots in generated plans (default: the system's
-    page, docs/policies.md "Modelling choices", D3).
+    page, docs/policies.md "Modelling choices", D3).  ``limits`` (default :func:`limits.active`):
+    the system and the plan's work (threadblocks, steps, pages) are checked before anything is
+    built, and every call inside uses the same limits (``WorkLimitError``).
     """
+    from .limits import active, using
+    lim = active(limits)
+    with using(lim):
+        return _make_scenario(system, collective=collective, plan_file=plan_file, size_bytes=size_bytes,
+                              policy=policy, tbs_per_gpu=tbs_per_gpu, nar_granularity=nar_granularity,
+                              algorithm=algorithm, elem_bytes=elem_bytes, options=options,
+                              slot_align_bytes=slot_align_bytes, lim=lim)
+
+
+def _make_scenario(system, *, collective, plan_file, size_bytes, policy, tbs_per_gpu, nar_granularity, algorithm,
+                   elem_bytes, options, slot_align_bytes, lim) -> Scenario:
+    from .limits import WorkLimitError, check_traffic_work, generated_plan_work, plan_work
+    lim.check_system(system, f"make_scenario: system {system.name!r}")
     opts = options or PolicyOptions()
     if nar_granularity is not None:
         opts = dataclasses.replace(opts, nar_granularity=int(nar_granularity))
@@ -146,6 +161,8 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
                 sc = make_scenario(system, collective=collective, size_bytes=size_bytes, policy=name,
                                    tbs_per_gpu=tbs, algorithm=algorithm, elem_bytes=elem_bytes, options=opts,
                                    slot_align_bytes=slot_align_bytes)
+            except WorkLimitError:    # over the work limits: the whole call is, not just this candidate
+                raise
             except ValueError as e:   # more threadblocks than the CUs can hold: not a candidate
                 err = e
                 continue
@@ -163,7 +180,13 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
         if plan.n_gpus != system.n_gpus:
             raise ValueError(f"plan file {plan_file!r} is for {plan.n_gpus} GPUs but the system has "
                              f"n_gpus={system.n_gpus} (use --gpus {plan.n_gpus})")
+        check_traffic_work(lim, plan_work(plan), system, f"plan file {plan_file!r} at {size_bytes} B", flits=False)
     else:
+        if collective is not None and not isinstance(tbs_per_gpu, str):
+            coll = canonical_collective(collective)
+            check_traffic_work(lim, generated_plan_work(coll, str(algorithm).strip().lower(), system.n_gpus,
+                                                        tbs_per_gpu, size_bytes), system,
+                               f"make_scenario({coll}, {size_bytes} B on {system.n_gpus} GPUs)", flits=False)
         plan = generated_plan(system, collective, size_bytes, algorithm=algorithm, tbs_per_gpu=tbs_per_gpu,
                               elem_bytes=elem_bytes, slot_align_bytes=align)
     if (opts.nar_granularity is None and opts.nap_granularity == "search"

@@ -99,6 +99,16 @@ class System:
     flops_bf16_per_ns: Any
     flops_fp4_per_ns: Any
 
+    def __post_init__(self):
+        # construction and ``replace``: a host number (Python / NumPy) that is NaN or infinite is
+        # refused here; jax arrays and tracers (jit, vmap, grad) pass, ``validate`` checks ranges
+        for k in _FINITE_FIELDS:
+            v = getattr(self, k)
+            if isinstance(v, (float, np.floating, np.ndarray)) and not isinstance(v, bool):
+                a = np.asarray(v)
+                if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+                    raise ValueError(f"System.{k} must be finite, got {v!r}")
+
     # ---- derived quantities (plain properties; no state) -------------------
     @property
     def n_routers(self) -> int:
@@ -188,6 +198,7 @@ _POSITIVE_FLOAT = (
     "port_bw_bytes_per_ns", "flops_bf16_per_ns", "flops_fp4_per_ns",
 )
 _NONNEG_FLOAT = ("die_crossing_ns", "cu_to_noc_ns", "hbm_latency_ns", "switch_latency_ns")
+_FINITE_FIELDS = _POSITIVE_INT + ("n_gpus",) + _POSITIVE_FLOAT + _NONNEG_FLOAT
 
 
 def validate(s: System) -> System:

@@ -125,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     use_compilation_cache()
     try:
-        return int(runners[args.command](args) or 0)
+        from ..limits import Limits, using
+        from .common import check_output_paths
+        check_output_paths(args)                              # before any work: never destroy an input
+        with using(Limits(getattr(args, "max_work", 1.0))):   # the library's default limits: --max-work's
+            return int(runners[args.command](args) or 0)
     except USER_ERRORS as e:
         print(one_line(f"nuna-jax {args.command}: error: {_user_message(e)}"), file=sys.stderr)
         return 2

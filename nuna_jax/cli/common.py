@@ -28,8 +28,80 @@ def write_plot(args, make_figure) -> None:
     """Draw ``make_figure()`` to ``args.plot`` when given (the suffix is checked first, before any work)."""
     if getattr(args, "plot", None):
         from ..plots import save
-        save(make_figure(), args.plot)
+        try:
+            save(make_figure(), args.plot)
+        except OSError as e:
+            raise ValueError(f"cannot write --plot {args.plot!r}: {e.strerror or e}") from None
         print(f"plot written to {args.plot}", file=sys.stderr)
+
+
+#: flags a command writes to (``reproduce --out`` is a folder: not here), and the flags of files it reads
+#: (``sweep`` checks its grid against ``--out`` itself)
+OUTPUT_FLAGS = ("plot", "save", "out")
+INPUT_FLAGS = ("system", "plan", "placement", "model", "config", "network", "table")
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def output_paths(args) -> list:
+    """``(flag, path)`` of every file the command will write (``e2e --table`` with ``--rebuild-table``)."""
+    if getattr(args, "command", None) == "reproduce":
+        return []
+    outs = [(f"--{k}", str(getattr(args, k))) for k in OUTPUT_FLAGS if getattr(args, k, None)]
+    if getattr(args, "rebuild_table", False) and getattr(args, "table", None):
+        outs.append(("--table", str(args.table)))
+    return outs
+
+
+def input_paths(args) -> list:
+    """``(flag, path)`` of every existing file the command reads."""
+    import os
+
+    from ..presets import is_system_file
+    ins = []
+    for k in INPUT_FLAGS:
+        v = getattr(args, k, None)
+        if not isinstance(v, str) or not v:
+            continue
+        if k == "table" and getattr(args, "rebuild_table", False):
+            continue
+        if k == "system" and not is_system_file(v):
+            continue
+        if os.path.exists(v):
+            ins.append((f"--{k}", v))
+    return ins
+
+
+def check_output_paths(args) -> None:
+    """Before any work: every output can be written (its folder exists and is writable, it is not a
+    folder), no output is an input of the same run or another output (``ValueError`` -> exit 2)."""
+    import os
+    outs, ins = output_paths(args), input_paths(args)
+    for i, (flag, path) in enumerate(outs):
+        for iflag, ipath in ins:
+            if _same_file(path, ipath):
+                raise ValueError(f"{flag} {path!r} is the {iflag} file this command reads; writing it would "
+                                 "destroy that input: choose another output")
+        for oflag, opath in outs[:i]:
+            if _same_file(path, opath):
+                raise ValueError(f"{flag} {path!r} is also {oflag}: give two different files")
+        parent = os.path.dirname(path) or "."
+        if os.path.isdir(path):
+            raise ValueError(f"cannot write {flag} {path!r}: it is a directory")
+        if not os.path.isdir(parent):
+            raise ValueError(f"cannot write {flag} {path!r}: no directory {parent!r}")
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise ValueError(f"cannot write {flag} {path!r}: not a regular file")
+        if not os.access(path if os.path.exists(path) else parent, os.W_OK):
+            raise ValueError(f"cannot write {flag} {path!r}: permission denied")
 
 
 def check_plot_path(args) -> None:
@@ -218,5 +290,9 @@ def scenario_from_args(args, system: System, *, flits: bool = False) -> Scenario
         from ..optim.io import load_placement
         lim.check_file(args.placement, "--placement file")
         pl = load_placement(args.placement, sc.system, sc.plan)
-        sc = Scenario(sc.system, sc.plan, pl, build_traffic(sc.system, sc.plan, pl))
+        try:
+            t = build_traffic(sc.system, sc.plan, pl)
+        except ValueError as e:         # e.g. a page the plan touches placed on no stack (-1)
+            raise ValueError(f"placement file {args.placement!r}: {e}") from None
+        sc = Scenario(sc.system, sc.plan, pl, t)
     return sc

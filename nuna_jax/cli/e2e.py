@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import emit_json
+from .common import add_max_work_arg, emit_json, limits_from_args, number
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -55,14 +55,48 @@ def add_parser(sub) -> None:
                         "for another --system)")
     p.add_argument("--rebuild-table", action="store_true",
                    help="rebuild the collective table first (also when it is current): hours of CPU, use --jobs")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
+    p.add_argument("--jobs", type=number(1, 1024, integer=True, what="--jobs"), default=1, metavar="N",
                    help="processes for timing collectives (--rebuild-table, or a --system other than table2)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_max_work_arg(p)
 
 
-def _system(args, config=None):
-    from ..presets import load_system
-    return load_system(args.system or (config.system if config else None) or "table2")
+def _system(args, config=None, max_group: int = 64):
+    """The ``--system`` (or the config's), within the work limits: its mesh, and when its
+    collectives must be timed first (any system but Table 2's hardware), the largest run of the
+    table build (``max_group`` GPUs, the grid's largest size and threadblock count)."""
+    from ..limits import check_traffic_work, generated_plan_work
+    from ..models.llm import provenance
+    from ..models.llm.collective_table import SIZE_GRID_BYTES, TBS_MULTIPLES
+    from ..presets import is_system_file, load_system, preset
+    lim = limits_from_args(args)
+    spec = args.system or (config.system if config else None) or "table2"
+    if is_system_file(spec):
+        lim.check_file(spec, "--system file")
+    s = load_system(spec)
+    lim.check_system(s, f"--system {spec}")
+    if provenance.system_params(s) != provenance.system_params(preset("table2")) or args.rebuild_table:
+        n = max(2, int(max_group))
+        t = max(TBS_MULTIPLES) * (n - 1)
+        work = generated_plan_work("allreduce", "direct", n, t, max(SIZE_GRID_BYTES))
+        check_traffic_work(lim, work, s.replace(n_gpus=n), f"timing the collectives of --system {spec} "
+                           f"(All-Reduce of {max(SIZE_GRID_BYTES)} B on {n} GPUs, {t} threadblocks per GPU)",
+                           flits=False)
+    return s
+
+
+def _check_finite(obj, what: str, where: str = "") -> None:
+    """A result with a NaN or infinite number is refused (the model's inputs are out of its range)."""
+    import math
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise ValueError(f"{what}: the model gives a non-finite value ({obj!r}) at {where or 'the result'}; "
+                         "its inputs are out of the model's range")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_finite(v, what, f"{where}.{k}" if where else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _check_finite(v, what, f"{where}[{i}]")
 
 
 def _table(args, system, groups):
@@ -84,7 +118,31 @@ def _table_line(st) -> str:
             f"{'current' if st['current'] else 'STALE'}, built {st.get('built')})")
 
 
+class _Stopped(SystemExit):
+    pass
+
+
 def run(args) -> int:
+    """SIGTERM (and SIGINT) stop the command and every process of its table build; the finished
+    timing runs are already in the build's partial file, so the same command resumes."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args)
+
+    def stop(signum, frame):
+        print(f"nuna-jax e2e: stopped by {signal.Signals(signum).name}; finished collective timings are "
+              "saved, the same command resumes", file=sys.stderr)
+        raise _Stopped(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _run(args) -> int:
     from ..models.llm.configs import load_model, model_names
     if args.list:
         rows = []
@@ -110,10 +168,16 @@ def run(args) -> int:
     pins = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}
     batches = _ints(args.batch, "--batch") if args.batch else None
     seqs = _ints(args.seq_len, "--seq-len") if args.seq_len else None
-    validate_pins(load_model(args.model), gpus, {k: v for k, v in pins.items() if v is not None})
-    s = _system(args)
-    table = _table(args, s, [g for g in GROUP_SIZES if g <= max(2, gpus)])       # input errors first
-    r = search(args.model, gpus, phase, s, table=table, batches=batches, seqs=seqs, pins=pins)
+    model = load_model(args.model)
+    validate_pins(model, gpus, {k: v for k, v in pins.items() if v is not None})
+    from ..models.llm.search import SEQ_LENS, check_search_work, default_batches
+    check_search_work(gpus, batches or default_batches(gpus), seqs or SEQ_LENS, pins,
+                      source=f"e2e of {model.name} on {gpus} GPUs")
+    groups = [g for g in GROUP_SIZES if g <= max(2, gpus)]
+    s = _system(args, max_group=max(groups))
+    table = _table(args, s, groups)       # input errors first
+    r = search(model, gpus, phase, s, table=table, batches=batches, seqs=seqs, pins=pins)
+    _check_finite(r, f"e2e of {model.name}")
     if args.json:
         emit_json(r)
         return 0
@@ -147,12 +211,14 @@ def _run_all(args) -> int:
         cfg = dataclasses.replace(cfg, gpu_counts=(args.gpus,))
     if args.phase:
         cfg = dataclasses.replace(cfg, phases=(args.phase,))
-    s = _system(args, cfg)
-    table = _table(args, s, [g for g in GROUP_SIZES if g <= max(2, max(cfg.gpu_counts))])
+    groups = [g for g in GROUP_SIZES if g <= max(2, max(cfg.gpu_counts))]
+    s = _system(args, cfg, max_group=max(groups))
+    table = _table(args, s, groups)
     prog = None if args.json else (lambda r: print(
         f"  {r['model']:18s} {r['n_gpus']:3d} {r['phase']:7s} UA {r['time_ms']['ua']:10.4f} ms  "
         f"NAP+NAR {r['time_ms']['nap_nar']:10.4f} ms  {100 * r['reduction']:6.1f}%", file=sys.stderr))
     out = run_all(s, progress=prog, jobs=args.jobs, config=cfg, table=table)
+    _check_finite(out, "e2e --all")
     out["paper"] = PAPER
     if args.json:
         emit_json(out)

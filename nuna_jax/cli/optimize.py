@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import sys
 
-from .common import (add_system_args, add_tbs_arg, emit_json, format_size, parse_size, system_from_args,
-                     system_labels, system_text)
+from .common import (add_system_args, add_tbs_arg, emit_json, format_size, limits_from_args, number, parse_size,
+                     system_from_args, system_labels, system_text)
+
+#: simulator calls per search (``optim.driver.optimize``'s ``n_simulate``)
+N_SIMULATE = 3
 
 
 def add_parser(sub) -> None:
@@ -30,26 +33,29 @@ def add_parser(sub) -> None:
     src.add_argument("--plan", metavar="FILE.xml", help="an MSCCL XML algorithm file instead of --collective")
     p.add_argument("--size", required=True, metavar="SIZE", help="per-GPU buffer size, e.g. 1MB")
     add_tbs_arg(p)
-    p.add_argument("--nar-granularity", type=int, default=None, metavar="G",
+    p.add_argument("--nar-granularity", type=number(1, 10**9, integer=True, what="--nar-granularity"), default=None,
+                   metavar="G",
                    help="NAR domains of the search (default: NAP's default granularity)")
     p.add_argument("--algorithm", default="direct", choices=ALGORITHMS, help="generated plan algorithm")
-    p.add_argument("--budget", type=int, default=800, metavar="N",
+    p.add_argument("--budget", type=number(1, 2**62, integer=True, what="--budget"), default=800, metavar="N",
                    help="path-model evaluations per search and per baseline (default 800; an Adam step of one "
                         "restart counts 2 x candidates)")
-    p.add_argument("--steps", type=int, default=None, metavar="K",
+    p.add_argument("--steps", type=number(1, 2**62, integer=True, what="--steps"), default=None, metavar="K",
                    help="Adam steps (default: as many as half the budget pays for)")
-    p.add_argument("--seeds", type=int, default=2, metavar="B", help="restarts in one vmap (default 2)")
+    p.add_argument("--seeds", type=number(1, 2**62, integer=True, what="--seeds"), default=2, metavar="B",
+                   help="restarts in one vmap (default 2)")
     p.add_argument("--no-descent", action="store_true",
                    help="the ablation: the same pipeline without the gradient descent")
     p.add_argument("--no-baselines", action="store_true", help="skip the equal-budget baselines")
-    p.add_argument("--straight-through", type=float, default=None, metavar="F",
+    p.add_argument("--straight-through", type=number(0.0, 1.0, what="--straight-through"), default=None, metavar="F",
                    help="evaluate hard Gumbel-max samples (straight-through gradient) from this fraction of "
                         "the descent on (default off)")
-    p.add_argument("--candidates", type=int, default=4, metavar="C",
+    p.add_argument("--candidates", type=number(1, 2**20, integer=True, what="--candidates"), default=4, metavar="C",
                    help="candidate domains per threadblock (default 4, at most the granularity)")
-    p.add_argument("--search-s", type=float, default=None, metavar="S",
+    p.add_argument("--search-s", type=str, default=None, metavar="S",
                    help="ignored (kept for old scripts): budgets are counts, see --budget")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=number(0, 2**32 - 1, integer=True, what="--seed"), default=0,
+                   help="random seed, 0 .. 2^32 - 1 (default 0)")
     p.add_argument("--save", default=None, metavar="FILE.json", help="write the chosen placement here")
 
 
@@ -74,7 +80,14 @@ def run(args) -> int:
               file=sys.stderr)
     s = system_from_args(args)
     size = parse_size(args.size)
+    if args.collective:                 # from the inputs, before NAP+NAR's scenario is built
+        from ..limits import generated_plan_work
+        from ..plans import canonical_collective
+        from .common import tbs_for_work
+        _check_work(args, s, generated_plan_work(canonical_collective(args.collective), args.algorithm, s.n_gpus,
+                                                 tbs_for_work(args, s.n_gpus, args.algorithm), size))
     s, plan, nap_sc = _plan(args, s)
+    _check_work(args, s, None, plan)
     tty = sys.stderr.isatty() and not args.json
     stages = ["tables", "compiled", "descended", "rounded", "searched", "baselines", "simulated"]
 
@@ -91,6 +104,7 @@ def run(args) -> int:
     if tty:
         sys.stderr.write("\n")
     pl = r.pop("placement")
+    r = _finite_or_none(r)
     if args.save:
         save_placement(args.save, s, plan, pl, meta={k: r[k] for k in KEYS})
     out = {k: r[k] for k in KEYS}
@@ -110,10 +124,42 @@ def run(args) -> int:
           f"{r['n_candidates']} candidates/threadblock, {out['steps']} steps x {args.seeds} restarts, "
           f"budget {args.budget} path-model evaluations, seed {args.seed}")
     for k in KEYS:
-        print(f"  {k:22s} {out[k]:12.3f}")
+        print(f"  {k:22s} {out[k]:12.3f}" if out[k] is not None else f"  {k:22s} {'-':>12s}")
     for name, b in r["baselines"].items():
         print(f"  baseline {name:14s} {b['simulated_ns']:12.3f} ns simulated, {b['estimate_ns']:.3f} estimated "
               f"({b['speedup_vs_nap_nar']:.3f}x NAP+NAR)")
     print(f"  chosen: {r['source']}; capacities ok: {r['capacities']['ok']}"
           + (f"; saved to {args.save}" if args.save else ""))
     return 0
+
+
+def _check_work(args, s, work, plan=None) -> None:
+    """``--budget``, ``--steps``, ``--seeds`` and the simulator runs within the work limits
+    (:func:`nuna_jax.limits.check_optimize_work`): each run under ``simulate``'s flit limit.  ``work``:
+    the plan's threadblocks, steps and bytes from the inputs (:func:`limits.generated_plan_work`),
+    checked before anything is built; else those of the built ``plan``."""
+    import math
+
+    from ..limits import check_optimize_work, plan_work
+    from ..optim.driver import BASELINES
+    w = work if work is not None else plan_work(plan)
+    flits = int(math.ceil(w["bytes"] / int(s.flit_bytes))) + w["plan_steps"]
+    searches = 1 + (0 if args.no_baselines else len(BASELINES))
+    runs = searches * N_SIMULATE + 3          # each search's best, the rounded argmax, NAP+NAR and UA
+    what = args.collective or args.plan
+    check_optimize_work(limits_from_args(args), budget=args.budget, steps=args.steps, seeds=args.seeds,
+                        n_tbs=int(w["threadblocks"]), n_candidates=args.candidates, flits_per_run=flits, n_runs=runs,
+                        source=f"optimize {what} of --size {args.size} on {s.n_gpus} GPUs")
+
+
+def _finite_or_none(obj):
+    """The result with every NaN / infinite number (a diagnostic that could not be computed, e.g.
+    the relaxed time when no restart was rounded) as None (JSON null, "-" in the text)."""
+    import math
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    return obj

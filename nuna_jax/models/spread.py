@@ -31,7 +31,7 @@ def _stats(a) -> dict:
     return {"min": float(a.min()), "mean": float(a.mean()), "max": float(a.max())}
 
 
-def nuna_spread(s: System) -> dict:
+def nuna_spread(s: System, *, limits=None) -> dict:
     """Zero-load latency statistics (ns) over all endpoint combinations.
 
     Keys: ``cu_to_port`` (CU->NoC + mesh to an egress port), ``port_to_stack``
@@ -40,8 +40,14 @@ def nuna_spread(s: System) -> dict:
     ``transfer`` (local HBM read by the CU, then the store), each with
     ``min``/``mean``/``max``; and ``ratios`` beside the paper's.
     Routers stand for their CUs: every router carries the same number of CUs,
-    so means over routers equal means over CUs.
+    so means over routers equal means over CUs.  ``limits`` (default :func:`limits.active`): the
+    system and the table of ``routers x stacks^2 x ports`` latencies are checked first
+    (``WorkLimitError``).
     """
+    from ..limits import active
+    lim = active(limits)
+    lim.check_system(s, f"nuna_spread: system {s.name!r}")
+    lim.check_spread(s, f"nuna_spread: system {s.name!r}")
     cu = jnp.asarray(np.unique(cu_router(s)))
     pt = jnp.asarray(port_router(s))
     st = jnp.asarray(hbm_endpoint_router(s))

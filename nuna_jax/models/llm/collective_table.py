@@ -184,7 +184,7 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
         later = []
         queue = list(todo)
         while queue:
-            ex = ProcessPoolExecutor(j, mp_context=mp.get_context("spawn"))
+            ex = ProcessPoolExecutor(j, mp_context=mp.get_context("spawn"), initializer=_worker_init)
             guard = _MemoryGuard(ex, mem_bytes)
             running = {}
             broken = False
@@ -216,6 +216,10 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
                         later += list(running.values())
                         running = {}
                         break
+            except BaseException:               # SIGINT / SIGTERM / an error: stop every worker now
+                broken = True
+                _stop_workers(ex)
+                raise
             finally:
                 guard.stop()
                 ex.shutdown(wait=not broken, cancel_futures=True)
@@ -227,6 +231,28 @@ def _run_pool(todo: list, jobs: int, mem_bytes: int, note) -> None:
                   f"processes; again with {rounds[r + 1]}", file=sys.stderr)
     raise MemoryError(f"collective table: {len(todo)} runs do not fit in {mem_bytes / 2**30:.1f} GiB "
                       f"even alone (e.g. {todo[0][1:]}); give --mem-gb more, or build on a larger machine")
+
+
+def _worker_init() -> None:
+    """A worker ignores SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent
+    handles it and stops the workers (:func:`_stop_workers`), without a traceback from each."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(ex) -> None:
+    """Kill the pool's worker processes (an interrupted build: the finished runs are in the
+    partial file already, the runs in flight are lost and redone on resume)."""
+    for proc in list((getattr(ex, "_processes", None) or {}).values()):
+        try:
+            proc.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+    for proc in list((getattr(ex, "_processes", None) or {}).values()):
+        try:
+            proc.join(5.0)
+        except (OSError, ValueError, AttributeError, AssertionError):
+            pass
 
 
 def _share_compilations() -> None:
@@ -488,16 +514,49 @@ def validate(d, path) -> dict:
 
 def read_table(path: str | Path) -> dict:
     """Read and validate a table file (raw JSON lists; :class:`TableError` naming the file)."""
+    from ...limits import MAX_NESTING_DEPTH, active, nesting_depth
     p = Path(path)
     try:
+        active().check_file(p, "collective table")
         text = p.read_text()
     except OSError as e:
         raise TableError(f"cannot read collective table {str(p)!r}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise TableError(str(e)) from None
     try:
-        d = json.loads(text)
+        d = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        _fail(p, "not valid JSON (nested too deeply)")
     except ValueError as e:
         _fail(p, f"not valid JSON ({e})")
+    if nesting_depth(d, stop=MAX_NESTING_DEPTH) > MAX_NESTING_DEPTH:
+        _fail(p, f"nested more than {MAX_NESTING_DEPTH} levels deep")
     return validate(d, p)
+
+
+def _rebuild_spec(p: Path) -> dict:
+    """The grid of the table at ``p`` that ``--rebuild-table`` rewrites ({} when it is missing or
+    damaged); ``TableError`` when ``p`` exists but is no collective table at all (a file that is not
+    a table is never written over)."""
+    if not p.exists():
+        return {}
+    if not p.is_file():
+        raise TableError(f"cannot write collective table {str(p)!r}: it is not a regular file")
+    try:
+        head = json.loads(p.read_text())
+    except (OSError, ValueError, RecursionError, UnicodeDecodeError):
+        head = None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise TableError(f"--table {str(p)!r} exists and is not a collective table ({FORMAT}); "
+                         "refusing to write over it (remove it, or choose another path)")
+    try:
+        return validate(head, p)
+    except TableError:
+        return {}
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number a table may hold")
 
 
 def table_status(d: dict, path) -> dict:
@@ -575,11 +634,7 @@ def load_table(system, groups=None, jobs: int = 1, progress: bool = True, *, pat
     if path is not None:
         p = Path(path)
         if rebuild:
-            spec = json.loads(p.read_text()) if p.is_file() else {}
-            try:
-                spec = validate(spec, p) if spec else {}
-            except TableError:
-                spec = {}
+            spec = _rebuild_spec(p)
             if p.resolve() == SHIPPED.resolve():            # the shipped table: the default grid
                 spec, want = {}, list(GROUP_SIZES)
             else:                                           # another file: its own grid, or what is needed

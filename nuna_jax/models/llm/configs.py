@@ -74,11 +74,41 @@ class ModelConfig:
 _REQUIRED = ("name", "n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab")
 _FIELDS = {f.name: f for f in dataclasses.fields(ModelConfig)}
 
+#: Allowed range of every numeric field, inclusive.  Sizes and counts that must exist are >= 1;
+#: a count, width or rank where 0 means "absent" (no dense FFN, no experts, a full-rank
+#: projection, no window, dense attention) is >= 0; ``n_dense_layers`` -1 means the default.  The
+#: upper ends are far above any published model and keep the float32 search finite.
+FIELD_RANGES = {
+    "n_layers": (1, 1 << 14), "hidden": (1, 1 << 18), "n_heads": (1, 1 << 14), "n_kv_heads": (1, 1 << 14),
+    "head_dim": (1, 1 << 14), "vocab": (1, 1 << 24), "ffn": (0, 1 << 22), "n_dense_layers": (-1, 1 << 14),
+    "n_experts": (0, 1 << 14), "top_k": (0, 1 << 14), "n_shared_experts": (0, 1 << 10), "moe_ffn": (0, 1 << 22),
+    "q_lora_rank": (0, 1 << 18), "kv_lora_rank": (0, 1 << 18), "qk_rope_dim": (0, 1 << 14),
+    "v_head_dim": (0, 1 << 14), "o_lora_rank": (0, 1 << 18), "sliding_window": (0, 1 << 26),
+    "sliding_fraction": (0.0, 1.0), "attn_topk": (0, 1 << 26), "weight_bytes": (0.125, 64.0),
+}
+_MAX_TEXT = {"name": 200, "source": 2000}
+
 
 def _validate(m: ModelConfig, where: str) -> ModelConfig:
-    for k in ("n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab"):
-        if int(getattr(m, k)) < 1:
-            raise ValueError(f"{where}: {k} must be >= 1, got {getattr(m, k)}")
+    import math
+    for k, (lo, hi) in FIELD_RANGES.items():
+        v = getattr(m, k)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{where}: field {k} must be a finite number in [{lo:g}, {hi:g}], got {v!r}")
+        if not lo <= v <= hi:
+            raise ValueError(f"{where}: field {k} must be in [{lo:g}, {hi:g}], got {v!r}")
+    for k, n in _MAX_TEXT.items():
+        v = getattr(m, k)
+        if not v.strip() or len(v) > n:
+            raise ValueError(f"{where}: field {k} must be a non-empty string of at most {n} characters")
+    if m.n_kv_heads > m.n_heads:
+        raise ValueError(f"{where}: n_kv_heads={m.n_kv_heads} exceeds n_heads={m.n_heads}")
+    if not m.is_moe and (m.top_k or m.n_shared_experts or m.moe_ffn):
+        raise ValueError(f"{where}: top_k, n_shared_experts and moe_ffn need routed experts (n_experts >= 1; "
+                         f"got n_experts=0, top_k={m.top_k}, n_shared_experts={m.n_shared_experts}, "
+                         f"moe_ffn={m.moe_ffn})")
+    if m.sliding_fraction > 0 and m.sliding_window < 1:
+        raise ValueError(f"{where}: sliding_fraction={m.sliding_fraction:g} needs sliding_window >= 1")
     if m.attention not in ("gqa", "mla"):
         raise ValueError(f"{where}: attention must be 'gqa' or 'mla', got {m.attention!r}")
     if m.n_heads % m.n_kv_heads:
@@ -101,7 +131,14 @@ def _validate(m: ModelConfig, where: str) -> ModelConfig:
 
 
 def from_dict(d: dict, where: str = "model") -> ModelConfig:
-    d = dict(d.get("model", d))
+    from ...limits import check_nesting
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: a model must be a table of fields, got {type(d).__name__}")
+    check_nesting(d, where)
+    d = d.get("model", d)
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: [model] must be a table of fields, got {type(d).__name__}")
+    d = dict(d)
     unknown = sorted(set(d) - set(_FIELDS))
     if unknown:
         raise ValueError(f"{where}: unknown model field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}")
@@ -116,18 +153,30 @@ def from_dict(d: dict, where: str = "model") -> ModelConfig:
         if want is float and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-            raise ValueError(f"{where}: field {k} must be {want.__name__}, got {v!r}")
+            raise ValueError(f"{where}: field {k} must be {_KIND[want]}, got {str(v)[:60]!r}")
         d[k] = v
     return _validate(ModelConfig(**d), where)
 
 
-def _read_toml(path: Path) -> dict:
+_KIND = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _read_toml(path: Path, what: str = "model file") -> dict:
+    """A TOML file's table, within the file-size and nesting limits; ``ValueError`` naming the file."""
     import tomllib
+
+    from ...limits import active, check_nesting
+    active().check_file(path, what)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: invalid TOML: nested too deeply") from None
+    check_nesting(data, str(path))
+    return data
 
 
 def model_names() -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from .collective_table import GROUP_SIZES, load_table
 from .configs import load_model, model_names
 from .layers import SPLIT_KINDS
-from .search import PHASES, SEQ_LENS, candidates, default_batches, search, validate_pins
+from .search import PHASES, SEQ_LENS, candidates, check_search_work, default_batches, search, validate_pins
 
 __all__ = ["run_all", "summarize", "PAPER", "GPU_COUNTS", "RunConfig", "load_run_config", "PIN_KEYS",
            "LIST_KEYS"]
@@ -93,15 +93,9 @@ def _settings(d, where: str) -> dict:
 
 def load_run_config(path: str | Path) -> RunConfig:
     """A :class:`RunConfig` from a TOML file (module doc); ValueError naming the file and key."""
-    import tomllib
+    from .configs import _read_toml
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"e2e config {str(p)!r} does not exist")
-    try:
-        with p.open("rb") as fh:
-            d = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"e2e config {str(p)!r}: invalid TOML: {e}") from None
+    d = _read_toml(p, "e2e config")
     where = str(p)
     known = {"models", "gpus", "phases", "search", "model", "system", "note"}
     unknown = sorted(set(d) - known)
@@ -162,8 +156,10 @@ def run_all(system, models=None, gpu_counts=GPU_COUNTS, progress=None, jobs: int
     for m in cfg.model_list():
         st = cfg.settings(m)
         for n in counts:
-            grid = candidates(n, st.get("batch") or default_batches(n), st.get("seq_len") or SEQ_LENS,
-                              {k: st[k] for k in PIN_KEYS if k in st})
+            bs, ss = st.get("batch") or default_batches(n), st.get("seq_len") or SEQ_LENS
+            pins = {k: st[k] for k in PIN_KEYS if k in st}
+            check_search_work(n, bs, ss, pins, source=f"e2e --all: {m} on {n} GPUs")
+            grid = candidates(n, bs, ss, pins)
             pad = max(pad, len(grid["tp"]))
     points, no_fit, skipped, n_cfg = [], [], [], 0
     for m in cfg.model_list():

@@ -22,7 +22,7 @@ from .collective_table import KINDS, POLICIES, interp_time_ns, load_table
 from .configs import ModelConfig, load_model
 from .hardware import machine
 
-__all__ = ["search", "candidates", "validate_pins", "default_batches", "PHASES", "SEQ_LENS"]
+__all__ = ["search", "candidates", "check_search_work", "validate_pins", "default_batches", "PHASES", "SEQ_LENS"]
 
 PHASES = ("prefill", "decode")
 #: Prompt lengths (prefill) / context lengths (decode) searched by default.  NUNA 5.2: "We choose the
@@ -70,6 +70,23 @@ def validate_pins(m: ModelConfig, n_gpus: int, pins: dict) -> None:
         prod *= pins.get(k) or 1
     if n_gpus % prod:
         raise ValueError(f"tp*dp*pp={prod} does not divide {n_gpus} GPUs")
+
+
+def check_search_work(n_gpus: int, batches, seqs, pins: dict | None = None, *, limits=None,
+                      source: str = "e2e search") -> int:
+    """The configurations :func:`candidates` would build, and the largest batch and length, within
+    the work limits (:func:`nuna_jax.limits.check_e2e_work`; default :func:`limits.active`);
+    returns the count."""
+    from ...limits import active, check_e2e_work
+    pins = pins or {}
+    d = len(_divisors(int(n_gpus)))
+    n = 1
+    for k in ("tp", "ep", "dp", "pp"):
+        n *= 1 if pins.get(k) is not None else d
+    bs, ss = {int(b) for b in batches}, {int(x) for x in seqs}
+    n *= len(bs) * len(ss)
+    check_e2e_work(active(limits), n_configs=n, batches=bs, seqs=ss, source=source)
+    return n
 
 
 def candidates(n_gpus: int, batches, seqs, pins: dict | None = None) -> dict:
@@ -166,6 +183,7 @@ def search(model, n_gpus: int, phase: str, system, *, table: dict | None = None,
     for name, vals in (("batch", batches), ("seq_len", seqs)):
         if any(int(v) < 1 for v in vals):
             raise ValueError(f"{name} values must be >= 1, got {vals}")
+    check_search_work(int(n_gpus), batches, seqs, pins, source=f"e2e search of {m.name} on {n_gpus} GPUs")
     if table is None:
         need = {g for g in (2, 4, 8, 16, 32, 64) if g <= max(2, int(n_gpus))}
         table = load_table(system, groups=need, jobs=jobs)
