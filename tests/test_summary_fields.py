@@ -41,3 +41,21 @@ def test_long_pipeline_is_port_bound_with_its_utilization():
     assert set(b["utilization"]) == {"cu", "hbm", "link", "egress", "ingress", "window"}
     assert all(0.0 <= v <= 1.0 + 1e-6 for v in b["utilization"].values())
     assert np.isclose(b["bottleneck_utilization"], max(b["utilization"]["egress"], b["utilization"]["ingress"]))
+
+
+@pytest.mark.slow
+def test_optimize_reports_the_estimate_of_the_placement_it_saves(tmp_path, capsys):
+    """``estimate_ns`` (and ``rounded_estimate_ns``) of ``optimize`` is the path model's estimate
+    of the placement it returns: ``estimate --placement`` of the saved file gives the same ns."""
+    import json
+
+    from nuna_jax.cli import main
+    saved = tmp_path / "opt.json"
+    case = ["--collective", "allgather", "--size", "100kB", "--gpus", "2"]
+    assert main(["optimize", *case, "--budget", "200", "--no-baselines", "--steps", "5", "--seeds", "1",
+                 "--save", str(saved), "--json"]) == 0
+    o = json.loads(capsys.readouterr().out)
+    assert main(["estimate", *case, "--placement", str(saved), "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert o["estimate_ns"] == pytest.approx(e["time_ns"], rel=1e-6)
+    assert o["rounded_estimate_ns"] == o["estimate_ns"]
