@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
                         "flits (open it in https://ui.perfetto.dev; docs/plots.md)")
     p.add_argument("--trace-max-slices", type=number(1, 1e8, integer=True, what="trace_max_slices"),
                    default=None, metavar="N",
-                   help="bound on the trace's slices (default 500,000, about 80 MB); past it the trace keeps "
+                   help="bound on the trace's slices (default 1,000,000, about 140 MB); past it the trace keeps "
                         "the slices that start before a cut time and says so")
 
 

@@ -17,7 +17,7 @@ I/O port; docs/model.md, "The path of a flit") as ``(flit, resource, start, serv
   Slices are named after the flow's GPUs (``GPU 0->3``; background flows ``background``), so
   Perfetto colours a flow's slices alike; ``args`` holds the flow row, its threadblock and step.
 
-The trace is bounded: at most ``max_slices`` slices (:data:`DEFAULT_MAX_SLICES`, about 80 MB of
+The trace is bounded: at most ``max_slices`` slices (:data:`DEFAULT_MAX_SLICES`, about 140 MB of
 JSON).  Past the bound it keeps the slices that start before a cut time, all of them (a
 complete prefix of the run), and says so (``otherData.truncated``, ``otherData.cut_ns``).
 """
@@ -32,8 +32,8 @@ import numpy as np
 __all__ = ["DEFAULT_MAX_SLICES", "RECORD_PER_SLICE", "trace_document", "write_trace", "check_trace_path",
            "resource_names"]
 
-#: default bound on the slices of one trace (about 160 bytes of JSON each)
-DEFAULT_MAX_SLICES = 500_000
+#: default bound on the slices of one trace (about 140 bytes of JSON each)
+DEFAULT_MAX_SLICES = 1_000_000
 #: services recorded per allowed slice (runs of back-to-back flits merge several services into one)
 RECORD_PER_SLICE = 8
 
@@ -159,10 +159,10 @@ def _slice_lines(slices, flows):
         fl = int(fl_of[i])
         if fl < n_tf:
             name = f"GPU {int(src[fl])}->{int(dst[fl])}"
-            args = f'{{"flow":{fl},"flits":{int(count[i])},"tb":{int(tb[fl])},"step":{int(step[fl])},"first_flit":{int(flit0[i])}}}'
+            args = f'{{"flow":{fl},"flits":{int(count[i])},"tb":{int(tb[fl])},"step":{int(step[fl])}}}'
         else:
             name = "background"
-            args = f'{{"flow":{fl},"flits":{int(count[i])},"first_flit":{int(flit0[i])}}}'
+            args = f'{{"flow":{fl},"flits":{int(count[i])}}}'
         t0, d = int(ts[i]), int(dur[i])
         yield (f'{{"name":"{name}","ph":"X","pid":{int(gpu[i])},"tid":{int(local[i])},'
                f'"ts":{t0 // 1000000}.{t0 % 1000000:06d},"dur":{d // 1000000}.{d % 1000000:06d},"args":{args}}}')
