@@ -283,7 +283,12 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=str(ROOT / "experiments" / "data"), help="ParallelKittens JSON (pk_*.json)")
     ap.add_argument("--docs", default=str(ROOT / "docs"), help="writes DOCS/fidelity.md, DOCS/reproduction.md, DOCS/img/")
     ap.add_argument("--merge", default=None, help="first merge a partial rerun's DIR/all.jsonl into experiments/out")
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the documents into DIR instead of docs/ (same as --docs DIR; the JSON is still read "
+                         "from --results and --data)")
     a = ap.parse_args(argv)
+    if a.out is not None:
+        a.docs = a.out
     OUT = Path(a.results)
     if a.merge:
         merge(a.merge)

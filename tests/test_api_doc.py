@@ -86,3 +86,25 @@ def test_no_tracker_numbers_in_docs_or_comments():
             if pat.search(line):
                 bad.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()[:80]}")
     assert not bad, "say what the thing is, not its tracker number:\n" + "\n".join(bad)
+
+
+def test_every_experiment_takes_out():
+    from nuna_jax.cli.reproduce import EXPERIMENTS
+    assert [n for n, e in EXPERIMENTS.items() if not e.takes_out] == []
+    for e in EXPERIMENTS.values():                    # and the script really declares the option
+        assert '"--out"' in (ROOT / "experiments" / e.script).read_text(), e.script
+
+
+@pytest.mark.parametrize("name", ["pk_table3", "pk_mechanisms"])
+def test_reproduce_out_writes_nothing_into_the_clone(name, tmp_path, capsys):
+    from nuna_jax.cli import main
+    watched = [*(ROOT / "experiments" / "data").glob("*"), *(ROOT / "results").rglob("*"),
+               *(ROOT / "experiments" / "out").glob("*")]
+    before = {p: p.stat().st_mtime_ns for p in watched if p.is_file()}
+    assert main(["reproduce", name, "--out", str(tmp_path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["failed"] == []
+    written = sorted(p.name for p in (tmp_path / name).iterdir())
+    assert f"{name}.json" in written and f"{name}.png" in written, written
+    after = {p: p.stat().st_mtime_ns for p in before if p.exists()}
+    assert after == before, "reproduce --out changed files of the clone"
