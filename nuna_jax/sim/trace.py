@@ -153,19 +153,21 @@ def trace_document(system, traffic, result, *, max_slices: int = DEFAULT_MAX_SLI
 
 
 def _slice_lines(slices, flows):
-    ts, dur, gpu, local, fl_of, count, flit0 = slices
+    ts, dur, gpu, local, fl_of, count, _ = slices
     n_tf, src, dst, tb, step = flows
-    for i in range(ts.shape[0]):
-        fl = int(fl_of[i])
+    used = np.unique(fl_of)
+    head = {}                                            # per flow: the start of its event text
+    for fl in used.tolist():
         if fl < n_tf:
-            name = f"GPU {int(src[fl])}->{int(dst[fl])}"
-            args = f'{{"flow":{fl},"flits":{int(count[i])},"tb":{int(tb[fl])},"step":{int(step[fl])}}}'
+            head[fl] = (f'{{"name":"GPU {int(src[fl])}->{int(dst[fl])}","ph":"X",',
+                        f',"tb":{int(tb[fl])},"step":{int(step[fl])}}}}}')
         else:
-            name = "background"
-            args = f'{{"flow":{fl},"flits":{int(count[i])}}}'
-        t0, d = int(ts[i]), int(dur[i])
-        yield (f'{{"name":"{name}","ph":"X","pid":{int(gpu[i])},"tid":{int(local[i])},'
-               f'"ts":{t0 // 1000000}.{t0 % 1000000:06d},"dur":{d // 1000000}.{d % 1000000:06d},"args":{args}}}')
+            head[fl] = ('{"name":"background","ph":"X",', "}}")
+    for t0, d, g, lr, fl, n in zip(ts.tolist(), dur.tolist(), gpu.tolist(), local.tolist(), fl_of.tolist(),
+                                   count.tolist()):
+        h, tail = head[fl]
+        yield (f'{h}"pid":{g},"tid":{lr},"ts":{t0 // 1000000}.{t0 % 1000000:06d},'
+               f'"dur":{d // 1000000}.{d % 1000000:06d},"args":{{"flow":{fl},"flits":{n}{tail}')
 
 
 def write_trace(path: str, system, traffic, result, *, max_slices: int = DEFAULT_MAX_SLICES,
@@ -181,9 +183,9 @@ def write_trace(path: str, system, traffic, result, *, max_slices: int = DEFAULT
         for e in doc["traceEvents"]:
             fh.write(("" if first else ",\n") + json.dumps(e, separators=(",", ":")))
             first = False
-        for line in _slice_lines(slices, flows):
-            fh.write(("" if first else ",\n") + line)
-            first = False
+        lines = list(_slice_lines(slices, flows))
+        if lines:
+            fh.write(("" if first else ",\n") + ",\n".join(lines))
         fh.write("\n],\n")
         fh.write(json.dumps(head, separators=(",", ":"), allow_nan=False)[1:])
         fh.write("\n")
