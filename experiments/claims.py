@@ -530,7 +530,7 @@ def pk_rows(S: Sources) -> list[Row]:
         add(Row("PK tradeoff 2", f"AG+GEMM N = {n}: best number of communication SMs ~{pv:.0f}", pv, split.get(n),
                 ovsrc, "kernel model", "{:.0f}", would="experiments/pk_overlap.py",
                 why="our All-Gather time grows as N^2 while the GEMM grows as N^3, so the GEMM hides more of it and "
-                    "fewer communication SMs suffice as N grows; the paper's count rises (issue 10, item 6)"))
+                    "fewer communication SMs suffice as N grows; the paper's count rises"))
     r32 = next((r for r in (_dig(ov, "ag_gemm_split_h100") or []) if r.get("N") == 32768), None)
     ag_tflops = (32768 ** 3 / 4) / (r32["total_ms"] * 1e-3) / 1e12 if r32 and r32.get("total_ms") else None
     add(Row("PK 4 (Fig. 7)", "AG+GEMM N = 32768 (N x N/8 x N): PK 727 TFLOP/s", 727.0, ag_tflops, ovsrc,

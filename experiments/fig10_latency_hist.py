@@ -36,7 +36,7 @@ def zero_load_store_ns(s, t):
     return np.asarray(np.sum((st.service_ns + st.latency_ns)[:, col:], axis=1), np.float64)
 
 
-def main():
+def main(out_dir=None):
     s = preset("table2", n_gpus=8)
     out = {"system": "table2", "n_gpus": 8, "collective": "allgather", "size_bytes": 10**6,
            "bin_ns": BIN_NS, "paper": PAPER, "policies": {}}
@@ -63,6 +63,12 @@ def main():
     out["reduction"] = {"mean_ns": u["mean"] - n["mean"], "max_ns": u["max"] - n["max"],
                         "paper_mean_ns": 140.0, "paper_max_ns": 140.0,
                         "max_rel": 1 - n["max"] / u["max"], "paper_max_rel": 1 - 1180 / 1320}
+    if out_dir is not None:                 # --out DIR: everything there, nothing in the clone
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "fig10_latency_hist.json").write_text(json.dumps(out, indent=1))
+        plot(out, out_dir / "fig10_latency_hist.png")
+        print(f"wrote {out_dir}/fig10_latency_hist.{{json,png}}")
+        return
     res = ROOT / "results" / "fig10_latency_hist"
     res.mkdir(parents=True, exist_ok=True)
     (res / "fig10.json").write_text(json.dumps(out, indent=1))
@@ -100,5 +106,15 @@ def plot(out, fname):
     save_figure(fig, fname, dpi=110)
 
 
+def _out_dir(argv=None):
+    """``--out DIR``: write every output into DIR instead of the clone's folders."""
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: results/ and experiments/out/)")
+    a = ap.parse_args(argv)
+    return None if a.out is None else Path(a.out)
+
+
 if __name__ == "__main__":
-    main()
+    main(_out_dir())

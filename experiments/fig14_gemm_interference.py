@@ -46,7 +46,10 @@ def main(argv=None):
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="four GEMM sizes (0.5, 2, 8, 32 MB) instead of nine")
-    sizes = [0.5, 2, 8, 32] if ap.parse_args(argv).quick else SIZES_MB
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: results/ and experiments/out/)")
+    args = ap.parse_args(argv)
+    sizes = [0.5, 2, 8, 32] if args.quick else SIZES_MB
     s = preset("table2", n_gpus=8)
     out = {"system": "table2", "n_gpus": 8, "collective": "allgather", "size_bytes": 10**6, "gemm_tiles": 100,
            "gemm_mb_per_gpu": sizes, "policies": {},
@@ -75,6 +78,12 @@ def main(argv=None):
         out[f"threshold_ratio_{lvl}"] = (b / a) if (a and b) else None
         print(f"degradation below {lvl}: UA at {a} MB, NAP+NAR at {b} MB -> ratio "
               f"{out[f'threshold_ratio_{lvl}']} (paper: about 2)")
+    if args.out is not None:                # --out DIR: everything there, nothing in the clone
+        d = Path(args.out)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "fig14_gemm_interference.json").write_text(json.dumps(out, indent=1))
+        plot(out, d / "fig14_gemm_interference.png")
+        return
     res = ROOT / "results" / "fig14_gemm_interference"
     res.mkdir(parents=True, exist_ok=True)
     (res / "fig14.json").write_text(json.dumps(out, indent=1))

@@ -28,7 +28,7 @@ PAPER_MSG80 = {"ce": 256 * 2**20, "tma": 2 * 2**10, "reg": 128}
 PAPER_SAT = {"tma": 15, "reg": 76}
 
 
-def main():
+def main(out_dir=None):
     sizes = np.logspace(np.log2(64), np.log2(2**30), 49, base=2.0)
     sms = np.arange(1, 133, dtype=float)
     res = {"msg_bytes": sizes.tolist(), "sms": sms.tolist(), "curves": {}, "paper_peak": PAPER_PEAK}
@@ -47,13 +47,18 @@ def main():
         print(f"[{name}] at the stated 80% message size: " + "  ".join(
             f"{m} {res['curves'][name][m]['at_msg80']:.2f} = {res['curves'][name][m]['at_msg80'] / PAPER_PEAK[name][m]:.2f} x peak"
             for m in ("ce", "tma", "reg")))
-    out = ROOT / "results" / "pk"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "mechanisms.json").write_text(json.dumps(res))
+    data = ROOT / "experiments" / "data" if out_dir is None else out_dir
+    data.mkdir(parents=True, exist_ok=True)
+    if out_dir is None:
+        out = ROOT / "results" / "pk"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "mechanisms.json").write_text(json.dumps(res))
+    else:
+        (data / "mechanisms_curves.json").write_text(json.dumps(res))
     small = {k: v for k, v in res.items() if k != "curves"}
     small["summary"] = {n: {m: {k: v for k, v in c.items() if k.startswith("at_")} for m, c in d.items()}
                         for n, d in res["curves"].items()}
-    (ROOT / "experiments" / "data" / "pk_mechanisms.json").write_text(json.dumps(small, indent=1))
+    (data / "pk_mechanisms.json").write_text(json.dumps(small, indent=1))
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -77,11 +82,21 @@ def main():
         ax[1].set(xlabel="SMs issuing", ylabel="GB/s (1 GB transfer)")
         ax[1].legend(fontsize=6)
         fig.tight_layout()
-        from nuna_jax.plots.save import save_figure; save_figure(fig, ROOT / "experiments" / "data" / "pk_mechanisms", dpi=120)  # noqa: E702
+        from nuna_jax.plots.save import save_figure; save_figure(fig, data / "pk_mechanisms", dpi=120)  # noqa: E702
     except Exception as e:
         print("plot skipped:", e)
     return res
 
 
+def _out_dir(argv=None):
+    """``--out DIR``: write every output into DIR instead of the clone's folders."""
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: results/pk/ and experiments/data/)")
+    a = ap.parse_args(argv)
+    return None if a.out is None else Path(a.out)
+
+
 if __name__ == "__main__":
-    main()
+    main(_out_dir())

@@ -89,7 +89,7 @@ def split_diagnosis(hw):
                              compute_sms_at_ours=int(n) - c_ours, compute_sms_at_40=int(n) - 40)}
 
 
-def main():
+def main(out_dir=None):
     res = {}
     for sysname in ("h100", "nuna-table2"):
         hw = kernel_preset(sysname)
@@ -145,9 +145,14 @@ def main():
           f"{r['total_ms_at_40']:.1f} ms at c = 40 "
           f"(+{100 * (r['total_ms_at_40'] / r['total_ms_at_ours'] - 1):.0f}%); c = 40 is best only if the GEMM on "
           f"{r['compute_sms_at_40']} SMs is as fast as on {r['compute_sms_at_ours']}")
-    out = ROOT / "results" / "pk"
-    out.mkdir(parents=True, exist_ok=True)
-    for p in (out / "overlap.json", ROOT / "experiments" / "data" / "pk_overlap.json"):
+    data = ROOT / "experiments" / "data" if out_dir is None else out_dir
+    data.mkdir(parents=True, exist_ok=True)
+    paths = [data / "pk_overlap.json"]
+    if out_dir is None:
+        out = ROOT / "results" / "pk"
+        out.mkdir(parents=True, exist_ok=True)
+        paths.insert(0, out / "overlap.json")
+    for p in paths:
         p.write_text(json.dumps(res, indent=2))
     try:
         import matplotlib
@@ -172,11 +177,21 @@ def main():
         ax[1].set(xscale="log", xlabel="N (AG+GEMM, N x N/8 x N)", ylabel="best communication SMs")
         ax[1].legend()
         fig.tight_layout()
-        from nuna_jax.plots.save import save_figure; save_figure(fig, ROOT / "experiments" / "data" / "pk_overlap", dpi=120)  # noqa: E702
+        from nuna_jax.plots.save import save_figure; save_figure(fig, data / "pk_overlap", dpi=120)  # noqa: E702
     except Exception as e:
         print("plot skipped:", e)
     return res
 
 
+def _out_dir(argv=None):
+    """``--out DIR``: write every output into DIR instead of the clone's folders."""
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: results/pk/ and experiments/data/)")
+    a = ap.parse_args(argv)
+    return None if a.out is None else Path(a.out)
+
+
 if __name__ == "__main__":
-    main()
+    main(_out_dir())

@@ -91,7 +91,7 @@ def diagnosis(hw):
     }
 
 
-def main():
+def main(out_dir=None):
     res = {"variants": {}}
     variants = {"h100 (gemm_eff 0.75)": kernel_preset("h100"),
                 "h100 without the atomic term (p2p_reduce_eff 1, before issue 10)":
@@ -128,11 +128,13 @@ def main():
     print(f"  PK GEMM alone TFLOP/s: " + ", ".join(f"K={k}: {v:.0f}" for k, v in d["paper_gemm_tflops"].items()))
     print(f"  jitter illustration (v = {d['jitter']['cv']:.3f} fitted at K = 2048, NOT in the model) shares: " +
           ", ".join(f"K={k}: {100 * v:.1f}%" for k, v in d["jitter"]["share"].items()))
-    out = ROOT / "results" / "pk"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table3.json").write_text(json.dumps(res, indent=2))
-    (ROOT / "experiments" / "data").mkdir(parents=True, exist_ok=True)
-    (ROOT / "experiments" / "data" / "pk_table3.json").write_text(json.dumps(res, indent=2))
+    data = ROOT / "experiments" / "data" if out_dir is None else out_dir
+    data.mkdir(parents=True, exist_ok=True)
+    if out_dir is None:
+        out = ROOT / "results" / "pk"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "table3.json").write_text(json.dumps(res, indent=2))
+    (data / "pk_table3.json").write_text(json.dumps(res, indent=2))
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -156,11 +158,21 @@ def main():
         ax[1].set(xlabel="K", ylabel="non-overlapped comm share (%)")
         ax[1].legend(fontsize=7)
         fig.tight_layout()
-        from nuna_jax.plots.save import save_figure; save_figure(fig, ROOT / "experiments" / "data" / "pk_table3", dpi=120)  # noqa: E702
+        from nuna_jax.plots.save import save_figure; save_figure(fig, data / "pk_table3", dpi=120)  # noqa: E702
     except Exception as e:  # plotting is optional
         print("plot skipped:", e)
     return res
 
 
+def _out_dir(argv=None):
+    """``--out DIR``: write every output into DIR instead of the clone's folders."""
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: results/pk/ and experiments/data/)")
+    a = ap.parse_args(argv)
+    return None if a.out is None else Path(a.out)
+
+
 if __name__ == "__main__":
-    main()
+    main(_out_dir())

@@ -39,6 +39,8 @@ POLICIES = ("ua", "ua+nar", "numa+nar", "nap+nar")
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a 2-GPU, 100 kB subset (smoke test)")
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: results/validation/ and experiments/out/)")
     a = ap.parse_args()
     grid = list(itertools.product(COLLECTIVES, SIZES, GPUS, POLICIES))
     if a.quick:
@@ -80,11 +82,11 @@ def main():
     out = {"summary": summary, "model_version": _model_version(), "rows": rows, "grid": {"collectives": COLLECTIVES, "sizes": SIZES,
                                                       "gpus": GPUS, "policies": POLICIES}}
     name = "validation_quick" if a.quick else "validation"
-    res = ROOT / "results" / "validation"
+    res = ROOT / "results" / "validation" if a.out is None else Path(a.out)
     res.mkdir(parents=True, exist_ok=True)
     (res / f"{name}.json").write_text(json.dumps(out, indent=1))
     plot(rows, summary, res / f"{name}.png")
-    if not a.quick:
+    if not a.quick and a.out is None:
         dst = ROOT / "experiments" / "out"
         shutil.copy(res / f"{name}.json", dst / "validation.json")
         shutil.copy(res / f"{name}.png", dst / "validation.png")

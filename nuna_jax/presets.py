@@ -88,6 +88,12 @@ _PRESETS = {"table2": table2_params, "mono": _mono_params, "quad": _quad_params}
 
 
 def preset_names() -> list[str]:
+    """The names :func:`preset` accepts, sorted (each a full socket: times in ns, bandwidths in
+    bytes/ns, sizes in bytes).
+
+    >>> preset_names()
+    ['mono', 'quad', 'table2']
+    """
     return sorted(_PRESETS)
 
 
@@ -177,7 +183,12 @@ def from_params(**params) -> System:
     """Build and validate a System from plain keyword parameters.
 
     Missing static fields are taken from the Table 2 preset; a missing
-    ``hbm_routers_per_stack`` is the full stretch of the given mesh.
+    ``hbm_routers_per_stack`` is the full stretch of the given mesh.  Units are the
+    field's (:class:`~nuna_jax.system.System`): times in ns, bandwidths in bytes/ns, sizes in
+    bytes, the NoC clock in GHz; every value is range-checked (:data:`FIELD_RANGES`).
+
+    >>> from_params(n_gpus=4, switch_latency_ns=250.0).switch_latency_ns
+    250.0
     """
     base = table2_params()
     base["name"] = "custom"
@@ -188,8 +199,15 @@ def from_params(**params) -> System:
 def preset(name: str = "table2", /, **overrides) -> System:
     """A named preset (``table2``, ``mono``, ``quad``), optionally overridden.
 
+    ``table2`` is the NUNA Table 2 socket (NUNA section 5.3): a 24 x 6 mesh of 144 routers on 4
+    dies, 576 CUs, 16 HBM stacks, 144 I/O ports of 50 bytes/ns, a 500 ns switch, 8 GPUs.
+    ``overrides`` are System fields in their units (ns, bytes/ns, bytes, GHz, cycles; see
+    :class:`~nuna_jax.system.System`), each range-checked (:data:`FIELD_RANGES`).
+
     >>> preset("table2", n_gpus=64).n_gpus
     64
+    >>> preset("table2", port_bw_bytes_per_ns=100.0).port_bw_bytes_per_ns   # bytes/ns
+    100.0
     """
     key = str(name).lower()
     if key not in _PRESETS:
@@ -245,7 +263,11 @@ def from_toml(path: str | Path) -> System:
     the name).  Without ``base`` the fields not given are Table 2's
     (:func:`from_params`).  ``ValueError`` names the file and the field for
     every error (unreadable file, invalid TOML, unknown field, wrong type,
-    out of range).
+    out of range).  Field values are in the field's units (ns, bytes/ns, bytes, GHz).
+
+    Example (``slow.toml``: ``base = "table2"`` and ``switch_latency_ns = 1000.0``)::
+
+        s = from_toml("slow.toml")        # named "slow"; s.switch_latency_ns == 1000.0 ns
     """
     p, data = _read_toml(path)
     base = data.pop("base", None)

@@ -98,6 +98,22 @@ def _optimized(args, nap, ua_row):
     return d, ("optimized", nap.system, o["placement"], t)
 
 
+def bottleneck_text(b: dict, short: bool = False) -> str:
+    """How the estimate's bottleneck was decided (docs/analytical.md, "Which term sets the
+    estimate"): ``link (resource-bound: its queue adds 240.1 ns; link 12% busy)`` or ``latency
+    (latency-bound; busiest: port 3% busy)``; ``short``: ``link (12% busy)``."""
+    pct = 100.0 * b.get("bottleneck_utilization", 0.0)
+    if b.get("bound") == "latency":
+        kind = b.get("busiest_kind")
+        return (f"latency ({kind} {pct:.0f}% busy)" if short
+                else f"latency (latency-bound; busiest: {kind} {pct:.0f}% busy)")
+    kind = b["bottleneck"]
+    if short:
+        return f"{kind} ({pct:.0f}% busy)"
+    return (f"{kind} (resource-bound: its queue adds {b.get('bottleneck_backlog_ns', 0.0):.1f} ns; "
+            f"{kind} {pct:.0f}% busy)")
+
+
 def run(args) -> int:
     if args.network:
         return _run_network(args)
@@ -149,7 +165,7 @@ def run(args) -> int:
         for r in rows:
             sim_cols = (f" {r['simulated_ns']:12.1f} {r['sim_speedup_over_ua']:10.3f}x" if args.simulate else "")
             print(f"  {r['policy']:9s} {r.get('tbs_per_gpu', 0):5d} {r['time_ns']:10.1f} {r['lower_bound_ns']:10.1f} "
-                  f"{r['speedup_over_ua']:7.3f}x{sim_cols}  {r['breakdown']['bottleneck']}")
+                  f"{r['speedup_over_ua']:7.3f}x{sim_cols}  {bottleneck_text(r['breakdown'], short=True)}")
         if "closed_form_ns" in head:
             cf = head["closed_form_ns"]
             print(f"  closed form (alpha = best/mean/worst path): {cf['best']:.1f} / {cf['mean']:.1f} / "
@@ -164,7 +180,7 @@ def run(args) -> int:
     what = args.collective or args.plan
     print(f"{what} {format_size(size)} on {r['n_gpus']} GPUs ({system_text(head)}), policy {r['policy']}, {args.algorithm}, "
           f"{r['tbs_per_gpu']} threadblocks/GPU ({r['tbs_chosen_by']}): {r['n_flows']} flows, {r['flits']:.0f} flits")
-    print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {b['bottleneck']})")
+    print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {bottleneck_text(b)})")
     print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")
     print(f"  smooth (tau={r['temperature_ns']:g} ns) {r['smooth_estimate_ns']:9.1f}")
     print("  breakdown (ns, summed over phases): "

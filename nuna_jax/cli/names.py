@@ -1,6 +1,6 @@
 """Names the command line shows or checks while it parses its arguments (choices, help text),
 kept free of jax, flax and numba: ``--help``, ``--version``, ``--list`` and argument errors answer
-without loading them (issue 23).  Where the library's own tuple lives in a module that imports
+without loading them (so that ``--help`` stays fast).  Where the library's own tuple lives in a module that imports
 jax, this is a copy; tests/test_cli_quick.py checks every copy against the library's."""
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ class Experiment(NamedTuple):
 
 #: name -> experiment, in the order ``--all`` runs them (cheap first)
 EXPERIMENTS = {
-    "pk_table3": Experiment("pk_table3.py", "ParallelKittens Table 3 (GEMM vs fused GEMM+RS)"),
-    "pk_overlap": Experiment("pk_overlap.py", "ParallelKittens intra- vs inter-SM overlap"),
-    "pk_mechanisms": Experiment("pk_mechanisms.py", "ParallelKittens transfer mechanisms"),
+    "pk_table3": Experiment("pk_table3.py", "ParallelKittens Table 3 (GEMM vs fused GEMM+RS)", (), True),
+    "pk_overlap": Experiment("pk_overlap.py", "ParallelKittens intra- vs inter-SM overlap", (), True),
+    "pk_mechanisms": Experiment("pk_mechanisms.py", "ParallelKittens transfer mechanisms", (), True),
     "spread": Experiment("spread.py", "NUNA 1, 3.1.3, Fig. 4: zero-load latency spread of the socket", (), True),
     "fig2": Experiment("fig2_collective_sizes.py", "NUNA Fig. 2: collective output sizes", (), True),
     "fig15": Experiment("fig15_e2e.py", "NUNA Fig. 15: end-to-end runtime decomposition", (), True),
@@ -46,13 +46,13 @@ EXPERIMENTS = {
                         ("--no-sim", "--tbs-mults", "1"), True),
     "fig13": Experiment("fig13_nar_granularity.py", "NUNA Fig. 13: NAR granularity", ("--no-sim",), True),
     "fig9": Experiment("fig9_speedup.py", "NUNA Fig. 9: speedup vs size and GPUs", ("--quick",), True),
-    "fig10": Experiment("fig10_latency_hist.py", "NUNA Fig. 10: store-latency histograms (simulator)"),
+    "fig10": Experiment("fig10_latency_hist.py", "NUNA Fig. 10: store-latency histograms (simulator)", (), True),
     "fig14": Experiment("fig14_gemm_interference.py", "NUNA Fig. 14: All-Gather beside a GEMM (simulator)",
-                        ("--quick",)),
-    "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",)),
+                        ("--quick",), True),
+    "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",), True),
     "readings": Experiment("readings.py", "NUNA 6.2 / Table 2: 8-GPU headline over the open readings (simulator)", (), True),
     # last: the report reads every JSON above (and experiments/out/*.jsonl of fidelity_device.py)
-    "report": Experiment("fidelity_table.py", "docs/reproduction.md/.json + docs/fidelity.md from the experiments' JSON"),
+    "report": Experiment("fidelity_table.py", "docs/reproduction.md/.json + docs/fidelity.md from the experiments' JSON", (), True),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -27,6 +28,27 @@ def add_parser(sub) -> None:
                    metavar="NS", help="give up (error, exit 2) if the run has not finished by this simulated "
                                       "time, ns in (0, 1e15]")
     add_plot_arg(p, "the directed-link utilization heat map and the store-latency histogram")
+    p.add_argument("--trace", default=None, metavar="FILE.json",
+                   help="also write the run's timeline as Chrome/Perfetto trace-event JSON: a track per CU, "
+                        "HBM stack, mesh link and I/O port of each GPU, a slice per run of back-to-back "
+                        "flits (open it in https://ui.perfetto.dev; docs/plots.md)")
+    p.add_argument("--trace-max-slices", type=number(1, 1e8, integer=True, what="trace_max_slices"),
+                   default=None, metavar="N",
+                   help="bound on the trace's slices (default 1,000,000, about 140 MB); past it the trace keeps "
+                        "the slices that start before a cut time and says so")
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (interpreter start-up and imports included), from
+    ``/proc`` on Linux; None elsewhere."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            up = float(fh.read().split()[0])
+        return max(up - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def run(args) -> int:
@@ -34,24 +56,61 @@ def run(args) -> int:
     from ..sim import SimulationError, simulate
     t0 = time.perf_counter()
     check_plot_path(args)
+    max_slices = None
+    if args.trace:                       # the output path is checked before any work
+        from ..sim.trace import DEFAULT_MAX_SLICES, check_trace_path
+        check_trace_path(args.trace)
+        max_slices = int(args.trace_max_slices or DEFAULT_MAX_SLICES)
+    elif args.trace_max_slices is not None:
+        raise ValueError("--trace-max-slices needs --trace FILE.json")
     s = system_from_args(args)
     sc = scenario_from_args(args, s, flits=True)
+    t_scenario = time.perf_counter() - t0
     if args.engine == "reference":  # plain Python: a far smaller budget than the compiled engine's
         limits_from_args(args).check("reference_flits", int(sc.traffic.total_flits), "--engine reference")
+    from ..sim.trace import RECORD_PER_SLICE
+    t1 = time.perf_counter()
     try:
         r = simulate(sc.system, sc.traffic, engine=args.engine, max_time_ns=args.max_time_ns,
-                     progress=not args.json)
+                     progress=not args.json,
+                     trace_services=RECORD_PER_SLICE * max_slices if max_slices else 0)
     except SimulationError as e:  # no partial answer
         if args.max_time_ns is not None and "time bound" in str(e):  # the user's bound: a user error
             print(f"nuna-jax simulate: error: --max-time-ns {args.max_time_ns:g} is too small: {e}",
                   file=sys.stderr)
             return 2
         raise  # anything else (flit conservation) is a bug: the boundary shows the traceback
+    t_call = time.perf_counter() - t1
+    trace_info = None
+    t2 = time.perf_counter()
+    if args.trace:
+        from ..sim.trace import write_trace
+        trace_info = write_trace(args.trace, sc.system, sc.traffic, r, max_slices=max_slices,
+                                 meta={**system_labels(args, s),
+                                       "collective": getattr(args, "collective", None) or getattr(args, "plan", None),
+                                       "size": args.size, "gpus": sc.system.n_gpus, "policy": sc.placement.policy})
+        print(f"trace written to {args.trace} ({trace_info['slices']:,d} slices, "
+              f"{trace_info['bytes'] / 1e6:.1f} MB; open it in https://ui.perfetto.dev)", file=sys.stderr)
+        if trace_info["truncated"]:
+            print(f"nuna-jax simulate: trace bounded at --trace-max-slices {max_slices:,d}: it holds every "
+                  f"service that starts before {trace_info['cut_ns']:.3f} ns of the {trace_info['completion_ns']:.3f} "
+                  f"ns run; raise --trace-max-slices, or simulate a smaller case, for the rest", file=sys.stderr)
+    t_trace = time.perf_counter() - t2
+    t3 = time.perf_counter()
     from ..plots import simulation_figure
     write_plot(args, lambda: simulation_figure(sc.system, sc.traffic, r))
+    t_plot = time.perf_counter() - t3
     d = r.summary()
-    d["wall_s"] = time.perf_counter() - t0
-    d["sim_wall_s"] = r.wall_s
+    d["wall_s"] = time.perf_counter() - t0      # the whole command (after its imports)
+    d["sim_wall_s"] = r.wall_s                  # the engine run (packing + loading the loop + the loop)
+    d["sim_s"] = r.loop_s                       # the event loop alone
+    d["process_s"] = process_age_s()           # since the interpreter started (imports included)
+    d["time_s"] = {"scenario": t_scenario, "program": max(t_call - r.wall_s, 0.0),
+                   "engine_setup": max(r.wall_s - r.loop_s, 0.0), "event_loop": r.loop_s,
+                   "trace": t_trace, "plot": t_plot}
+    d["flit_hops_per_s"] = d["flit_hops"] / r.loop_s if r.loop_s > 0 else None
+    if trace_info is not None:
+        d["trace"] = trace_info
     d.update(system_labels(args, s))
     d["scenario"] = {"collective": getattr(args, "collective", None) or getattr(args, "plan", None),
                      "size": args.size, "gpus": sc.system.n_gpus, "policy": sc.placement.policy,
@@ -70,7 +129,14 @@ def run(args) -> int:
           f"max {lat['max']:.1f}")
     print(f"flits_injected    {d['flits_injected']}")
     print(f"flits_delivered   {d['flits_delivered']}")
-    print(f"flit_hops         {d['flit_hops']}  ({d['engine']}, {d['flit_hops'] / max(r.wall_s, 1e-9):.3g}"
-          f" flit-hops/s)")
-    print(f"wall_s            {d['wall_s']:.2f}")
+    rate = f"{d['flit_hops_per_s']:.3g} flit-hops/s in the event loop" if d["flit_hops_per_s"] else "-"
+    print(f"flit_hops         {d['flit_hops']}  ({d['engine']}, {rate})")
+    ts = d["time_s"]
+    print(f"sim_s             {d['sim_s']:.3f}  (the event loop alone)")
+    print(f"wall_s            {d['wall_s']:.2f}  (the whole command: scenario {ts['scenario']:.2f}, program "
+          f"{ts['program']:.2f}, engine setup {ts['engine_setup']:.2f}, event loop {ts['event_loop']:.3f}"
+          + (f", trace {ts['trace']:.2f}" if args.trace else "") + (f", plot {ts['plot']:.2f}" if args.plot else "")
+          + ")")
+    if d["process_s"] is not None:
+        print(f"process_s         {d['process_s']:.2f}  (since the interpreter started: imports included)")
     return 0

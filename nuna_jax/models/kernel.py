@@ -91,7 +91,7 @@ class KernelHW:
         the residual communication near the hiding threshold to "atomic adds
         during output-tile accumulation" and the intra-SM GEMM+AR loss to the
         "serialization of concurrent peer writes" (3.3) but gives no bandwidth;
-        1.0 = no atomic penalty (the model before issue 10).
+        1.0 = no atomic penalty (the model before the atomic term was added).
     launch_ns: kernel launch + setup; not given by PK (source in the preset).
     system: a ``nuna_jax.system.System`` when ``comm_model == "nuna"``, else None.
     """

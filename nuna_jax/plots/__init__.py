@@ -1,4 +1,4 @@
-"""Pictures of the socket (issue 15; NUNA sections 1, 3.2, 4, Figures 1, 4 and 6).
+"""Pictures of the socket (NUNA sections 1, 3.2, 4, Figures 1, 4 and 6).
 
 One function per CLI use, each returning a :class:`matplotlib.figure.Figure`
 built without pyplot (no global figure state leaks into callers):

@@ -1,4 +1,4 @@
-"""The four figures of issue 15 (one per CLI use); each returns a ``matplotlib.figure.Figure``.
+"""The four pictures of the socket (one per CLI use: place, estimate, simulate, info); each returns a ``matplotlib.figure.Figure``.
 
 Built on ``Figure`` directly (Agg canvas, no pyplot), so nothing is left in
 pyplot's global state; the caller saves it with :func:`nuna_jax.plots.save`.

@@ -1,4 +1,4 @@
-"""Writing an experiment's figure as PNG and PDF side by side (issue 15, item 2).
+"""Writing an experiment's figure as PNG and PDF side by side.
 
 Every script under ``experiments/`` calls :func:`save_figure` instead of
 ``fig.savefig``, so each experiment leaves the same pair of files: a PNG for

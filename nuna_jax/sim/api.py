@@ -16,7 +16,7 @@ ENGINES = ("fast", "reference")
 
 def simulate(system: System, traffic: Traffic, *, background=None, engine: str = "fast",
              max_time_ns: float | None = None, progress: bool = False,
-             stop_after_traffic: bool = False) -> SimResult:
+             stop_after_traffic: bool = False, trace_services: int = 0) -> SimResult:
     """Simulate every flit of ``traffic`` (and optional on-chip ``background`` flows) exactly.
 
     Semantics: docs/model.md ("The path of a flit", "Issue and the
@@ -29,6 +29,19 @@ def simulate(system: System, traffic: Traffic, *, background=None, engine: str =
     ``stop_after_traffic`` (fast engine): end at the last traffic delivery,
     leaving background flows unfinished (``result.background_complete`` is
     False); the traffic's timing is unaffected.
+    ``trace_services``: record up to that many resource services for a timeline
+    (``result.trace``; :func:`nuna_jax.sim.trace.write_trace` writes it as a Perfetto trace).
+
+    Times (s): ``result.loop_s`` is the event loop alone, ``result.wall_s`` the engine run;
+    neither counts building the integer program (:func:`compile_program`, done here first).
+
+    Example (an 8-GPU All-Gather of 1 MB under NAP+NAR, NUNA section 6)::
+
+        from nuna_jax import preset, make_scenario, simulate
+        sc = make_scenario(preset("table2", n_gpus=8), collective="allgather",
+                           size_bytes=10**6, policy="nap+nar")
+        r = simulate(sc.system, sc.traffic)
+        print(r.completion_ns, r.summary()["store_latency_ns"]["p99"])   # ns
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -38,9 +51,10 @@ def simulate(system: System, traffic: Traffic, *, background=None, engine: str =
     if engine == "reference":
         if stop_after_traffic:
             raise ValueError("stop_after_traffic is a fast-engine option")
-        return run_reference(system, traffic, background, max_time_ps=bound)
+        return run_reference(system, traffic, background, max_time_ps=bound, trace_services=trace_services)
     prog = compile_program(system, traffic, background)
-    return run_fast(prog, max_time_ps=bound, progress=progress, stop_after_traffic=stop_after_traffic)
+    return run_fast(prog, max_time_ps=bound, progress=progress, stop_after_traffic=stop_after_traffic,
+                    trace_services=trace_services)
 
 
 def simulate_batch(system: System, traffics, *, backgrounds=None, threads: int | None = None,

@@ -183,8 +183,13 @@ def pack(prog: Program, merge=True):
 
 
 def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000,
-             stop_after_traffic=False, merge=True) -> SimResult:
+             stop_after_traffic=False, merge=True, trace_services: int = 0) -> SimResult:
     """Run the compiled event loop to completion; raise :class:`SimulationError` if it cannot.
+
+    ``trace_services``: record up to that many resource services (flit, resource, start) for a
+    timeline (:mod:`nuna_jax.sim.trace`); 32 bytes each; they come back as ``result.trace``.
+    ``result.loop_s`` is the event loop's own time (s), without packing the program or loading
+    the compiled loop; ``result.wall_s`` all of this call.
 
     ``stop_after_traffic``: stop as soon as the last *traffic* flit is
     delivered, leaving background flits unfinished (their deliver_ps stay
@@ -212,6 +217,8 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     qlink = np.full((n + n_iss, 2), -1, np.int64)
     scal[event_loop.S_DW] = CAL_BUCKET_PS
     scal[event_loop.S_NB] = CAL_BUCKETS
+    scal[event_loop.S_RECT] = -1
+    rec = np.zeros((max(0, int(trace_services)), 4), np.int64)
     seg_tab, seg_info, flow_tab, fstate = pack(prog, merge)
     res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
@@ -225,20 +232,32 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     deliver_ps = np.full(n, -1, np.int64)
     store_ps = np.full(n, -1, np.int64)
     bar = _Progress(n, progress)
+
+    def chunk(budget):
+        return event_loop.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
+                                    prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
+                                    heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
+                                    issue_ps, deliver_ps, store_ps, rec, np.int64(budget))
+    chunk(0)                       # processes no event: loads (or compiles) the loop outside loop_s
+    t_loop = time.perf_counter()
     while True:
-        finished = event_loop.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
-                               prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
-                               heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
-                               issue_ps, deliver_ps, store_ps, np.int64(chunk_events))
+        finished = chunk(chunk_events)
         bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]))
         if finished:
             break
+    loop_s = time.perf_counter() - t_loop
     bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]), force=True)
     bar.close()
     if scal[event_loop.S_ERR]:
         raise SimulationError(
             f"simulation could not finish within the time bound of {scal[event_loop.S_MAXT] / 1e6:.3f} us "
             f"({int(scal[event_loop.S_DEL])} of {n} flits delivered); raise max_time_ns")
+    trace = None
+    if rec.shape[0]:
+        m = int(scal[event_loop.S_RECN])
+        cut = int(scal[event_loop.S_RECT])
+        trace = {"flit": rec[:m, 0], "resource": rec[:m, 1], "start_ps": rec[:m, 2], "service_ps": rec[:m, 3],
+                 "complete_before_ps": None if cut < 0 else cut}
     if early and n_traffic_flits > 0:
         tm = prog.flit_flow < prog.n_traffic_flows
         check_complete(int(np.sum(issue_ps[tm] >= 0)), int(scal[event_loop.S_TDEL]), n_traffic_flits, deliver_ps[tm])
@@ -247,7 +266,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps,
                      prog.flit_flow, res_state[:, 1].copy(), int(scal[event_loop.S_INJ]), int(scal[event_loop.S_DEL]), int(scal[event_loop.S_HOPS]),
                      prog.n_traffic_flows, "fast-numba" if event_loop.HAVE_NUMBA else "fast-python",
-                     time.perf_counter() - t0, not early)
+                     time.perf_counter() - t0, not early, loop_s, trace)
 
 
 def check_complete(injected: int, delivered: int, n: int, deliver_ps) -> None:

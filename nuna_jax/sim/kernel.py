@@ -37,14 +37,15 @@ except Exception:  # pragma: no cover - exercised only without numba
         return f
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB",
-           "uncontended_rows",
+           "S_RECN", "S_RECT", "uncontended_rows",
            "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
 S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
 S_NTF, S_TDEL, S_TSTOP = 8, 9, 10      # traffic flow rows, traffic flits delivered, stop target
 S_LO, S_OVN, S_RINGN, S_DW, S_NB = 11, 12, 13, 14, 15   # calendar queue: see _cal_insert
-STATE_LEN = 16
+S_RECN, S_RECT = 16, 17   # trace: services recorded; time of the first service not recorded (-1: none)
+STATE_LEN = 18
 
 
 @_jit
@@ -133,7 +134,7 @@ def _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn):
 def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
               iss_end, iss_res, phase_total, window,
               heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
-              issue_ps, deliver_ps, store_ps, budget):
+              issue_ps, deliver_ps, store_ps, rec, budget):
     """Process up to ``budget`` events.  Returns 1 when finished (or stopped), else 0.
 
     Packed layouts (built by ``fast.run_fast``): ``seg_tab[row, k] = (local
@@ -147,6 +148,11 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
     With ``scal[S_TSTOP] > 0`` the loop ends right after that many traffic
     flits (flow rows ``< scal[S_NTF]``) are delivered.
+    ``rec`` (int64 ``[cap, 4]``, ``cap = 0``: off) records every resource service as
+    ``(flit, global resource, start ps, service ps)`` in processing order until it is full
+    (``scal[S_RECN]`` rows used); ``scal[S_RECT]`` (start it at -1) becomes the event time at
+    which the first service found it full: every service that starts before that time was recorded (events are processed in time order, and a service starts no earlier than
+    the event that performs it).  A ``budget`` of 0 processes nothing (it compiles the loop).
     """
     n_fl = fstate.shape[0]
     n_iss = iss_end.shape[0]
@@ -167,6 +173,9 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     ringn = scal[S_RINGN]
     dw = scal[S_DW]
     nb = scal[S_NB]
+    rec_cap = rec.shape[0]
+    rec_n = scal[S_RECN]
+    rec_t = scal[S_RECT]
     stopped = 0
     err = 0
     done = 0
@@ -198,6 +207,14 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             res_state[r, 0] = t + svc
             res_state[r, 1] += svc
             issue_ps[f] = t
+            if rec_n < rec_cap:
+                rec[rec_n, 0] = f
+                rec[rec_n, 1] = r
+                rec[rec_n, 2] = t
+                rec[rec_n, 3] = svc
+                rec_n += 1
+            elif rec_cap > 0 and rec_t < 0:
+                rec_t = t
             out[i] += 1
             ptr[i] = f + 1
             inj += 1
@@ -262,6 +279,14 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
         res_state[r, 0] = start + svc
         res_state[r, 1] += svc
         hops += 1
+        if rec_n < rec_cap:
+            rec[rec_n, 0] = f
+            rec[rec_n, 1] = r
+            rec[rec_n, 2] = start
+            rec[rec_n, 3] = svc
+            rec_n += 1
+        elif rec_cap > 0 and rec_t < 0:
+            rec_t = t
         if seg_info[row, 1] == k:
             store_ps[f] = start + seg_info[row, 2]
         nxt = start + svc + seg_tab[row, k, 2]
@@ -273,6 +298,14 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             res_state[r, 1] += svc                         # free time untouched: another flit may visit r
             #                                                as a real event, in its own (later) time order
             hops += 1
+            if rec_n < rec_cap:
+                rec[rec_n, 0] = f
+                rec[rec_n, 1] = r
+                rec[rec_n, 2] = start
+                rec[rec_n, 3] = svc
+                rec_n += 1
+            elif rec_cap > 0 and rec_t < 0:
+                rec_t = t
             if seg_info[row, 1] == k:
                 store_ps[f] = start + seg_info[row, 2]
             nxt = start + svc + seg_tab[row, k, 2]
@@ -298,6 +331,8 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     scal[S_DEL] = dlv
     scal[S_NOW] = t
     scal[S_TDEL] = tdel
+    scal[S_RECN] = rec_n
+    scal[S_RECT] = rec_t
     if stopped:
         return 1
     if err:

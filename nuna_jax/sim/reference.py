@@ -90,12 +90,14 @@ def _flow_lists(system: System, t: Traffic, background):
 
 
 def run_reference(system: System, traffic: Traffic, background=None, *, max_time_ps=None,
-                  return_trace=False):
+                  return_trace=False, trace_services: int = 0):
     """Simulate ``traffic`` (+ background) event by event.
 
     Returns a :class:`SimResult`; with ``return_trace`` also a dict of
     ``start_ps [N, S]`` (service start per stage, -1 where no resource),
     ``arrive_ps [N, S]`` and the stage tables, for :func:`check_fcfs`.
+    ``trace_services > 0``: ``result.trace`` holds the earliest that many services as
+    :func:`nuna_jax.sim.fast.run_fast` records them (for :mod:`nuna_jax.sim.trace`).
     """
     t0 = time.perf_counter()
     t = traffic.numpy()
@@ -129,6 +131,7 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
     events = [(0, 1, k, None) for k in range(len(issuers))]
     heapq.heapify(events)
     injected = delivered = hops = 0
+    t_loop = time.perf_counter()
 
     def advance(f, k, tarr):
         """Flit f reaches stage k at tarr: pass pure-latency stages, queue at the next resource."""
@@ -198,14 +201,35 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
         hops += 1
         advance(f, k + 1, s0 + svc[row, k] + lat[row, k])
 
+    loop_s = time.perf_counter() - t_loop
     check_complete(injected, delivered, n, deliver)
     out = SimResult(int(deliver.max()) if n else 0, issue, deliver, store,
                     np.asarray(order, np.int32), busy, injected, delivered, hops, t.n_flows,
-                    "reference", time.perf_counter() - t0)
+                    "reference", time.perf_counter() - t0, True, loop_s,
+                    _services(start, res, svc, order, int(trace_services)) if trace_services > 0 else None)
     if not return_trace:
         return out
     return out, {"start_ps": start, "arrive_ps": arrive, "flow": np.asarray(order),
                  "resource": res, "service_ps": svc}
+
+
+def _services(start, res, svc, order, cap: int) -> dict:
+    """Every service of the run as ``(flit, resource, start_ps, service_ps)``, earliest first, at most ``cap``
+    (the trace layout of :func:`nuna_jax.sim.fast.run_fast`)."""
+    rows = np.asarray(order, np.int64)
+    r_all = np.asarray(res)[rows]                               # [N, S] global resource of each stage
+    f_idx, k_idx = np.nonzero((r_all >= 0) & (start >= 0))
+    st = start[f_idx, k_idx]
+    o = np.argsort(st, kind="stable")
+    f_idx, k_idx, st = f_idx[o], k_idx[o], st[o]
+    cut = None
+    if st.shape[0] > cap:
+        cut = int(st[cap])
+        keep = st < cut
+        f_idx, k_idx, st = f_idx[keep], k_idx[keep], st[keep]
+    return {"flit": f_idx.astype(np.int64), "resource": r_all[f_idx, k_idx].astype(np.int64),
+            "start_ps": st.astype(np.int64), "service_ps": np.asarray(svc)[rows][f_idx, k_idx].astype(np.int64),
+            "complete_before_ps": cut}
 
 
 def check_fcfs(trace) -> None:

@@ -24,9 +24,15 @@ class SimResult(NamedTuple):
     busy_ps [R]     total service time of every global resource (path.resource_layout)
     flits_injected, flits_delivered, flit_hops (resource services, CU issue included)
     n_traffic_flows rows of the Traffic (the rest are background flows)
-    engine, wall_s
+    engine, wall_s  the engine's name; seconds of the whole engine call (packing the program
+                    and loading the compiled loop included)
     background_complete  False when the run stopped at the last traffic delivery
                     (``stop_after_traffic``): background flits may be unfinished
+    loop_s          seconds in the event loop alone (what ``flit_hops / loop_s`` rates measure)
+    trace           None, or the recorded services for a timeline (:mod:`nuna_jax.sim.trace`):
+                    ``flit``, ``resource``, ``start_ps``, ``service_ps`` (int64 arrays) and
+                    ``complete_before_ps`` (None: every service; else every service that starts
+                    before that time, ps, and some after it)
     """
 
     completion_ps: int
@@ -42,6 +48,8 @@ class SimResult(NamedTuple):
     engine: str
     wall_s: float
     background_complete: bool = True
+    loop_s: float = 0.0
+    trace: Any = None
 
     @property
     def completion_ns(self) -> float:
@@ -73,6 +81,7 @@ class SimResult(NamedTuple):
             "flit_hops": int(self.flit_hops),
             "engine": self.engine,
             "wall_s": float(self.wall_s),
+            "sim_s": float(self.loop_s),
         }
 
 

@@ -31,7 +31,16 @@ def breakdown(c: PathCosts) -> dict:
     ``(B - svc)^+`` on a resource of that kind (``port_ns`` = max of egress and ingress;
     ``window_ns`` the CU window's ``(B_cu - Lbar)^+``); ``busy_max_ns``: the largest busy time per
     kind; ``bottleneck``: the kind whose term ``Lmax + backlog`` sets the estimate (of the longest
-    phase).
+    phase), or ``"latency"`` when no kind's term exceeds that phase's longest zero-load flow
+    latency by more than 1e-6 relative (docs/analytical.md, "Which term sets the estimate").
+
+    How it was decided, from the longest phase (the one with the largest estimate):
+    ``bound`` is ``"latency"`` or ``"resource"``; ``bottleneck_term_ns`` the largest kind term
+    ``Lmax + backlog`` (ns) and ``bottleneck_backlog_ns`` its excess over the phase's latency (ns, 0
+    when latency-bound); ``utilization`` per kind (``cu``, ``hbm``, ``link``, ``egress``, ``ingress``,
+    ``window``): the busiest resource's busy time over the phase's estimate (a fraction, 1.0 = busy
+    the whole phase); ``bottleneck_utilization`` that of the bottleneck kind (the larger of egress and
+    ingress for ``port``), or, when latency-bound, of the busiest kind, named by ``busiest_kind``.
     """
     f = lambda v: float(np.asarray(v))  # noqa: E731
     kx = np.asarray(c.kind_excess_ns).sum(axis=0)
@@ -43,9 +52,19 @@ def breakdown(c: PathCosts) -> dict:
     # the bottleneck: the kind with the largest term; ties (pure latency) -> "latency"
     k = int(np.argmax(row))
     lat = f(np.asarray(c.phase_latency_ns)[worst])
-    bott = names[k] if row[k] > lat * (1 + 1e-6) + 1e-9 else "latency"
+    resource_bound = bool(row[k] > lat * (1 + 1e-6) + 1e-9)
+    bott = names[k] if resource_bound else "latency"
     if bott in ("egress", "ingress"):
         bott = "port"
+    phase_est = f(np.asarray(c.phase_estimate_ns)[worst])
+    busy_w = np.asarray(c.kind_busy_ns)[worst]
+    util = {n: (float(v) / phase_est if phase_est > 0 else 0.0) for n, v in zip(names, busy_w)}
+    busiest = max(util, key=util.get)
+    if resource_bound:
+        kinds = ("egress", "ingress") if bott == "port" else (names[k],)
+        b_util = max(util[n] for n in kinds)
+    else:
+        b_util = util[busiest]
     return {
         "latency_ns": f(np.sum(np.asarray(c.phase_latency_ns))),
         "cu_issue_ns": float(kx[0]),
@@ -57,6 +76,12 @@ def breakdown(c: PathCosts) -> dict:
         "window_ns": float(kx[5]),
         "busy_max_ns": {n: float(v) for n, v in zip(names, kb)},
         "bottleneck": bott,
+        "bound": "resource" if resource_bound else "latency",
+        "bottleneck_term_ns": float(row[k]),
+        "bottleneck_backlog_ns": float(max(row[k] - lat, 0.0)) if resource_bound else 0.0,
+        "utilization": util,
+        "bottleneck_utilization": float(b_util),
+        "busiest_kind": busiest,
         "n_phases": int(np.asarray(c.phase_estimate_ns).shape[0]),
     }
 
