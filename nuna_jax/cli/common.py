@@ -27,7 +27,7 @@ def add_plot_arg(p, what: str) -> None:
 def write_plot(args, make_figure) -> None:
     """Draw ``make_figure()`` to ``args.plot`` when given (the suffix is checked first, before any work)."""
     if getattr(args, "plot", None):
-        from ..plots import save
+        from ..plots.io import save   # (nuna_jax.plots.save is also a submodule name)
         try:
             save(make_figure(), args.plot)
         except OSError as e:
