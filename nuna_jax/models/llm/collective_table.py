@@ -282,7 +282,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, multiples=TBS_MULTIPLES, jobs: int = 1,
                 progress: bool = True, partial: Path | str | None = None, resume: bool = True,
-                mem_gb: float | None = None) -> dict:
+                mem_gb: float | None = None, keep_partial: bool = False) -> dict:
     """Time every (kind, policy, group, size) on ``system`` (a System); the sealed, JSON-ready table.
 
     Each entry is the fastest of ``m * (n - 1)`` threadblocks per GPU over ``multiples``; every
@@ -378,10 +378,11 @@ def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, multiples=
                   "runs": len(tasks), "resumed_runs": len(tasks) - len(todo), "unplaceable_runs": skipped,
                   "jobs": int(jobs), "cpus": os.cpu_count(), "command": rebuild_command(d),
                   **_versions()}
-    try:
-        ppath.unlink()
-    except OSError:
-        pass
+    if not keep_partial:        # kept: every (entry, multiple) run, e.g. to merge builds of subsets
+        try:
+            ppath.unlink()
+        except OSError:
+            pass
     return d
 
 
@@ -720,6 +721,8 @@ def main(argv=None) -> int:
                    help="resident memory the processes may use together (default 90%% of what is available)")
     p.add_argument("--fresh", action="store_true", help="ignore a partial file of an interrupted build")
     p.add_argument("--partial", default=None, help="partial-results file (default: in the cache directory)")
+    p.add_argument("--keep-partial", action="store_true",
+                   help="keep the partial file when done (experiments/merge_table_partials.py merges them)")
     p.add_argument("--check", action="store_true",
                    help="only check that the table is well formed and current (exit 0; else 1 and the reason)")
     a = p.parse_args(argv)
@@ -745,7 +748,8 @@ def main(argv=None) -> int:
             kw["sizes"] = _int_list(a.sizes)
         if a.tbs_multiples:
             kw["multiples"] = _int_list(a.tbs_multiples)
-        d = build_table(system, jobs=a.jobs, partial=a.partial, resume=not a.fresh, mem_gb=a.mem_gb, **kw)
+        d = build_table(system, jobs=a.jobs, partial=a.partial, resume=not a.fresh, mem_gb=a.mem_gb,
+                        keep_partial=a.keep_partial, **kw)
         d["build"]["command"] = rebuild_command(d, out, jobs=str(a.jobs))
         _write_atomic(out, json.dumps(d, indent=1) + "\n")
     except TableError as e:
