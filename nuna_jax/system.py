@@ -262,5 +262,10 @@ def stack_systems(systems) -> System:
         if bad:
             raise ValueError(f"stack_systems: system {k} differs from system 0 in static field(s) "
                              f"{', '.join(bad)} (only continuous fields may vary in a batch)")
-    return jax.tree_util.tree_map(lambda *v: jnp.stack([jnp.asarray(x, jnp.result_type(float)) for x in v]),
-                                  *systems)
+    dtype = np.dtype(jnp.result_type(float))
+
+    def stack(*v):
+        if any(isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer) for x in v):
+            return jnp.stack([jnp.asarray(x, dtype) for x in v])      # already on a device / traced
+        return jnp.asarray(np.stack([np.asarray(x, dtype) for x in v]))  # host values: one copy per field
+    return jax.tree_util.tree_map(stack, *systems)
