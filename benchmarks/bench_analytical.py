@@ -1,4 +1,4 @@
-"""Speed of the analytical model (issue 4): closed-form evaluations per second on a
+"""Speed of the analytical model: closed-form evaluations per second on a
 batch of >= 10^6 configurations; path-model evaluations per second and the jitted
 ``value_and_grad`` step for an 8-GPU 1 MB All-Gather with 1,008 threadblocks per GPU.
 

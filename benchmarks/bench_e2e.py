@@ -1,4 +1,4 @@
-"""Speed of the end-to-end LLM search (issue 13).
+"""Speed of the end-to-end LLM search (docs/e2e.md).
 
 1. Throughput of the batched search program: one ``search`` call over a large grid
    (Llama-3.1-70B, 64 GPUs, decode, 7^4 parallelism degrees x 13 batches x 16 lengths

@@ -1,4 +1,4 @@
-"""Speed of the placement search (issue 12): the 8-GPU 1 MB All-Gather optimization with its
+"""Speed of the placement search (docs/optim.md): the 8-GPU 1 MB All-Gather optimization with its
 simulator checks, timed end to end, split into tables, compile, descent, rounding, local
 search, the equal-budget baselines and simulation.  Two runs in one process: the first pays the
 compiles (JAX and numba), the second shows the warm cost.
@@ -6,7 +6,7 @@ compiles (JAX and numba), the second shows the warm cost.
 ``--vg-cost``: instead, measure what one Adam step of one restart (a value-and-gradient of the
 relaxed loss over the C stacked candidate slices, inside the compiled descent) costs in forward
 evaluations of one discrete placement (``estimate_ns`` on its padded traffic, jitted, steady
-state), the ratio ``optim.driver.VG_COST_PER_CANDIDATE`` stands for (issue 19, item 3).
+state), the ratio ``optim.driver.VG_COST_PER_CANDIDATE`` stands for (docs/optim.md, "Budget").
 
     python benchmarks/bench_optim.py [--out benchmarks/out/optim_cpu.json]
     python benchmarks/bench_optim.py --vg-cost [--repeats 5]

@@ -1,4 +1,4 @@
-"""Where users wait around the compiled kernels (issue 23, items 1 and 4): building a scenario
+"""Where users wait around the compiled kernels: building a scenario
 (plan -> placement -> NAP's NAR granularity search -> traffic) and starting the command line.
 
 * ``make_scenario`` of the 8-GPU 1 MB All-Gather under NAP+NAR, cold (first call in a fresh

@@ -1,4 +1,4 @@
-"""Speed of nuna_jax.sweep (issue 14): closed-form and path-model evaluations per second
+"""Speed of nuna_jax.sweep (docs/sweep.md): closed-form and path-model evaluations per second
 through the sweep's own evaluators, and the NUNA Figure 9 grid end to end, on every
 device count from 1 to ``len(jax.devices())`` that divides it (the same code on CPU,
 one GPU or several).

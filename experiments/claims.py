@@ -1,4 +1,4 @@
-"""Issue 15 item 3 / issue 10 item 7: every number the papers state, beside ours, with a verdict.
+"""Every number the papers state, beside ours, with a verdict (docs/reproduction.md).
 
 The claim list is the papers' text: NUNA (seeds/000_*) abstract and sections 1, 3 and 6, and the
 ParallelKittens notes (seeds/003_*; facts in shared/reference/parallelkittens-numbers.md): their
@@ -12,7 +12,7 @@ A row whose JSON is missing, or which no experiment measures, says ``not measure
 experiment would.  ``why`` is the mechanism we know for a departure; it is printed only when the
 row departs, so a later model change cannot leave a stale excuse beside an agreeing number.
 
-Issue 20 item 1: a row whose *ours* is not a prediction -- a calibration target (a constant was
+A row whose *ours* is not a prediction -- a calibration target (a constant was
 fitted to the paper's number, or a curve passes through the paper's point by construction) or a
 model input (the paper's number typed into a preset, or an identity of such inputs) -- carries
 ``calibrated`` or ``input`` (what it was fitted to / which input it is) and gets that word as its
@@ -167,7 +167,7 @@ def _speedup(r: dict):
 
 
 def _sim_index(rows):
-    """Issue 10's simulator study (fidelity_device.py): (variant, size, policy) -> row, 8-GPU
+    """The fidelity study's simulator runs (fidelity_device.py): (variant, size, policy) -> row, 8-GPU
     All-Gather, the default threadblock count and routing granularity; later rows win."""
     ix = {}
     for r in rows or []:
@@ -331,7 +331,7 @@ def nuna_rows(S: Sources) -> list[Row]:
             ours_text=", ".join(f"{p} {v:.2f}" for p, v in s.items() if v is not None),
             would="experiments/fig11_isolation.py"))
 
-    # ---- 6.4 / 6.7: size sweep (Figure 12) and the simulator headline (issue 10)
+    # ---- 6.4 / 6.7: size sweep (Figure 12) and the simulator headline (fidelity study)
     f12, f12src = S.get("fig12_size.json"), S.src("fig12_size.json")
     r12 = sorted((f12 or {}).get("rows", []), key=lambda r: r["size_bytes"])
     sp12 = {r["size_bytes"]: r["speedup"] for r in r12}

@@ -1,4 +1,4 @@
-"""Issue 10: every simulator-judged case of the fidelity study in one worker
+"""Every simulator-judged case of the fidelity study (docs/fidelity.md) in one worker
 pool (run on a many-core host), each row appended to a JSON-lines file as it
 finishes.  Studies (``--only`` picks some):
 
@@ -62,7 +62,7 @@ def fig13_cases() -> list:
 
 def headline_cases() -> list:
     """NAP+NAR and the NAR configurations over UA at the best threadblock count (NUNA 5.1: "the
-    best-performing number of threadblocks"): 7, 28, 112 per GPU, before and after issue 10."""
+    best-performing number of threadblocks"): 7, 28, 112 per GPU, with the modelling choices before and after their review."""
     out = []
     for v in ("default", "previous (main before issue 10)"):
         for size in (10**5, 10**6, 10**7, 64 * 10**6):

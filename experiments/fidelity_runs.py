@@ -1,11 +1,11 @@
-"""Shared runner of the fidelity experiments (issue 10): one case = one
+"""Shared runner of the fidelity experiments (docs/fidelity.md): one case = one
 (modelling variant, collective, GPUs, size, policy, threadblocks), built by
 ``scenario.make_scenario``, estimated by ``models.contention.evaluate`` and
 simulated flit by flit by ``nuna_jax.sim.simulate`` (the judge).
 
 A *variant* names one modelling choice flipped away from its default
 (docs/policies.md, "Modelling choices"); ``previous`` is every choice as on
-main before issue 10.  Cases run in worker processes (``--jobs``), JAX on the
+main before the modelling choices of docs/policies.md were reviewed.  Cases run in worker processes (``--jobs``), JAX on the
 CPU with a shared compilation cache.
 """
 

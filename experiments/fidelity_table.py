@@ -1,4 +1,4 @@
-"""Issue 10 items 2 and 7, issue 15 item 3: docs/fidelity.md and docs/reproduction.md from the experiments' JSON.
+"""docs/fidelity.md and docs/reproduction.md from the experiments' JSON.
 
 Reads experiments/out/{sensitivity,validation,fig13,headline}.jsonl (written by
 experiments/fidelity_device.py; missing files are listed as not run) for

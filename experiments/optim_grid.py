@@ -1,4 +1,4 @@
-"""Issue 19, item 5: the placement search beside its equal-budget baselines, case by case.
+"""The placement search beside its equal-budget baselines, case by case.
 
 Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
 ``optim.optimize`` once: the search (descent + rounding + local search) and the four baselines

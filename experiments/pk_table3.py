@@ -5,7 +5,7 @@ Prediction, not a fit: the H100 preset's constants come from PK section 3
 stated assumptions (nuna_jax/kernel_presets.py); p2p_reduce_eff = 0.847 (the
 atomic store_add bandwidth) is calibrated on PK Fig. 4, not on Table 3
 (experiments/pk_calibrate_atomic.py).  We also show the model without that
-term (before issue 10), gemm_eff at 0.70 / 0.80 and, when
+term (the model before the atomic term was added), gemm_eff at 0.70 / 0.80 and, when
 benchmarks/data/h200_*.json exists, the efficiency measured on an H200 (same
 GH100 compute die).  Nothing is tuned to Table 3.
 

@@ -1,4 +1,4 @@
-"""The 8-GPU All-Gather headline over the paper's open readings (issue 20 item 2).
+"""The 8-GPU All-Gather headline over the paper's open readings (docs/readings.md).
 
 Two details NUNA leaves unstated decide the 1 MB headline (docs/model.md, "Read responses on
 the mesh"; docs/readings.md): whether read responses occupy mesh links

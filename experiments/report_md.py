@@ -1,4 +1,4 @@
-"""docs/reproduction.md from the claim rows of experiments/claims.py (issue 15, item 3).
+"""docs/reproduction.md from the claim rows of experiments/claims.py.
 
 :func:`render` turns rows and plots into markdown (pure: same rows, same text);
 :func:`write` copies the embedded PNGs into ``docs/img/`` (so the page renders on

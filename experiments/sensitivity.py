@@ -1,7 +1,7 @@
-"""Issue 10, item 2: sensitivity of the seven configurations to each modelling choice.
+"""Sensitivity of the seven configurations to each modelling choice.
 
 For every variant of :data:`fidelity_runs.VARIANTS` (the defaults, each choice
-flipped alone, and all choices as before issue 10): the seven configurations,
+flipped alone, and all choices as before their review): the seven configurations,
 8 GPUs, All-Gather 100 kB / 1 MB / 10 MB, 7 threadblocks per GPU (the paper's
 low-parallelism count, 6.5), simulated completion (the judge) and estimate;
 plus the headline at 64 MB (UA, NAP, NAP+NAR) and Figure 10's store latencies

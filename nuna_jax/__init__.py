@@ -28,7 +28,7 @@ __all__ = ["System", "preset", "preset_names", "from_params", "from_toml", "make
 
 # name -> submodule that defines it (loaded by module ``__getattr__`` on first use)
 _LAZY = {"System": "system", "preset": "presets", "preset_names": "presets", "from_params": "presets",
-         "from_toml": "presets"}
+         "from_toml": "presets", "sweep": "sweep.api"}
 
 
 def __getattr__(name: str):
@@ -166,63 +166,6 @@ def optimize(scenario, *, budget=800, seed=0, baselines=True, **options) -> dict
     """
     from .optim.driver import optimize as _optimize
     return _optimize(scenario.system, scenario.plan, budget=budget, seed=seed, baselines=baselines, **options)
-
-
-def sweep(grid, out=None, *, progress=False) -> dict:
-    """Evaluate a design-space grid (docs/sweep.md): every point of the Cartesian product of its
-    axes through the closed form, the path model or the simulator, in jit + vmap chunks.
-
-    ``grid``: a dict (the TOML file's tables, e.g. ``{"axes": {...}, "sweep": {...}}``), a path to a
-    grid TOML file, or a :class:`nuna_jax.sweep.Grid`.  Axes: ``model`` (``closed_form``, ``path``,
-    ``sim``), ``collective``, ``size`` (bytes, or strings like ``"1MB"``), ``gpus``, ``policy``,
-    ``tbs``, and any ``System`` field (e.g. ``port_bw_bytes_per_ns`` in bytes/ns,
-    ``switch_latency_ns`` in ns).  ``out``: a ``.csv`` or ``.npz`` file to write (resumable);
-    default a temporary file, removed after reading.
-
-    Returns a dict: ``columns`` (name -> numpy array, one element per point in grid order:
-    ``index``, one column per axis, ``time_ns`` in ns, ``lower_bound_ns`` in ns (path model),
-    ``n_flows``) and ``summary`` (points, seconds, devices, ...).
-
-    Example::
-
-        import nuna_jax as nj
-        c = nj.sweep({"axes": {"size": ["1MB"], "gpus": [8], "policy": ["UA", "NAP+NAR"],
-                               "port_bw_bytes_per_ns": [25.0, 50.0, 100.0]}})["columns"]
-        for pol, bw, t in zip(c["policy"], c["port_bw_bytes_per_ns"], c["time_ns"]):
-            print(pol, bw, t)                              # policy, bytes/ns, ns
-    """
-    import os
-    import tempfile
-    from pathlib import Path
-
-    from .sweep.grid import Grid, grid_from_dict, load_grid
-    from .sweep.run import run_sweep
-    from .sweep.writer import read_rows, stream_path, to_columns
-    from .units import parse_size
-    if isinstance(grid, Grid):
-        g = grid
-    elif isinstance(grid, dict):
-        g = grid_from_dict(grid, parse_size=parse_size)
-    else:
-        g = load_grid(grid, parse_size=parse_size)
-    tmp = None
-    if out is None:
-        tmp = tempfile.mkdtemp(prefix="nuna_jax_sweep_")
-        out = os.path.join(tmp, "sweep.csv")
-    try:
-        summary = run_sweep(g, out, progress=progress)
-        if str(out).endswith(".npz"):
-            import numpy as np
-            with np.load(out, allow_pickle=False) as z:
-                cols = {k: z[k] for k in z.files if z[k].ndim == 1}
-        else:
-            cols = to_columns(*read_rows(stream_path(out)))
-    finally:
-        if tmp is not None:
-            for f in Path(tmp).iterdir():
-                f.unlink()
-            os.rmdir(tmp)
-    return {"columns": cols, "summary": summary}
 
 
 def sensitivity(scenario) -> dict:

@@ -71,13 +71,20 @@ def signature_text(obj) -> str:
     return str(sig.replace(parameters=params, return_annotation=unq(sig.return_annotation)))
 
 
+def entry(name: str):
+    """The function ``nuna_jax.NAME`` calls (``nuna_jax.sweep`` may hold the callable package)."""
+    import nuna_jax
+    obj = getattr(nuna_jax, name)
+    return getattr(obj, name) if inspect.ismodule(obj) else obj
+
+
 def render() -> str:
     import nuna_jax
     parts = [HEAD]
     for title, names in SECTIONS:
         parts.append(f"\n## {title}\n")
         for name in names:
-            obj = getattr(nuna_jax, name)
+            obj = entry(name)
             sig = signature_text(obj)
             doc = inspect.getdoc(obj) or ""
             where = f"{obj.__module__}.{obj.__qualname__}"

@@ -27,7 +27,7 @@ def test_api_doc_is_current():
 def test_entry_point_documents_units_and_a_call(name):
     import nuna_jax
     assert name in nuna_jax.__all__
-    doc = getattr(nuna_jax, name).__doc__ or ""
+    doc = gen_api_doc.entry(name).__doc__ or ""
     assert UNITS.search(doc), f"nuna_jax.{name}: the docstring names no unit"
     assert ">>>" in doc or "Example" in doc, f"nuna_jax.{name}: the docstring shows no call"
     assert f"{name}(" in doc, f"nuna_jax.{name}: the example does not call it"
@@ -39,6 +39,18 @@ def test_import_is_lazy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT).stdout
     assert out.strip() == "[]"
+
+
+def test_sweep_stays_callable_after_its_package_loads():
+    """``nuna_jax.sweep`` names both the entry point and the package ``nuna_jax.sweep``; whichever
+    the attribute holds, calling it runs the sweep."""
+    code = ("import nuna_jax as nj; f = nj.sweep; import nuna_jax.sweep.grid; g = nj.sweep; "
+            "assert callable(f) and callable(g); "
+            "c = g({'axes': {'model': ['closed_form'], 'size': [1000, 2000], 'gpus': [2]}})['columns']; "
+            "print(c['size'].tolist(), bool((c['time_ns'] > 0).all()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("[1000, 2000] True")
 
 
 def _python_blocks(text):
@@ -75,7 +87,10 @@ def test_readme_experiment_table_matches_reproduce_list(capsys):
 def test_no_tracker_numbers_in_docs_or_comments():
     pat = re.compile(r"\b[Ii]ssue[s]? #?\d+")
     bad = []
-    files = [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("nuna_jax/**/*.py")]
+    files = [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("nuna_jax/**/*.py"),
+             *ROOT.glob("experiments/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*.py")]
+    # variant names stored in committed JSON (data, read back by the report), not prose
+    data_keys = ("previous (main before issue 10)", "p2p_reduce_eff 1, before issue 10")
     # the placement search's module docstrings and docs/optim.md are being rewritten on their own
     # branch; remove this exclusion when it lands
     pending = ("docs/optim.md", "nuna_jax/optim/")
@@ -83,7 +98,7 @@ def test_no_tracker_numbers_in_docs_or_comments():
         if str(p.relative_to(ROOT)).startswith(pending):
             continue
         for i, line in enumerate(p.read_text().splitlines(), 1):
-            if pat.search(line):
+            if pat.search(line) and not any(k in line for k in data_keys):
                 bad.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()[:80]}")
     assert not bad, "say what the thing is, not its tracker number:\n" + "\n".join(bad)
 

@@ -8,7 +8,23 @@ resumable columnar file.  docs/sweep.md describes the grid format.
 4
 """
 
+import sys
+import types
+
+from .api import sweep
 from .grid import MODELS, Grid, grid_from_dict, load_grid
 from .run import run_sweep
 
-__all__ = ["MODELS", "Grid", "grid_from_dict", "load_grid", "run_sweep"]
+__all__ = ["MODELS", "Grid", "grid_from_dict", "load_grid", "run_sweep", "sweep"]
+
+
+class _CallablePackage(types.ModuleType):
+    """``nuna_jax.sweep`` is both this package and the entry point :func:`.api.sweep`: importing a
+    submodule binds the package as the attribute ``sweep`` of ``nuna_jax``, so the package calls
+    the function and ``nuna_jax.sweep(grid)`` works whichever of the two the name holds."""
+
+    def __call__(self, grid, out=None, *, progress=False):
+        return sweep(grid, out, progress=progress)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
