@@ -123,3 +123,28 @@ def test_reproduce_out_writes_nothing_into_the_clone(name, tmp_path, capsys):
     assert f"{name}.json" in written and f"{name}.png" in written, written
     after = {p: p.stat().st_mtime_ns for p in before if p.exists()}
     assert after == before, "reproduce --out changed files of the clone"
+
+
+def test_entry_points_on_a_small_case(tmp_path):
+    """make_scenario and simulate compose as docs/api.md shows (2 GPUs, 20 kB All-Gather)."""
+    import nuna_jax as nj
+    sc = nj.make_scenario(nj.preset("table2", n_gpus=2), "allgather", "20kB", "ua", tbs_per_gpu=2)
+    assert sc.describe()["tbs_per_gpu"] == 2 and sc.traffic.total_bytes == 20_000   # each GPU sends its 10 kB half
+    r = nj.simulate(sc)
+    assert r.completion_ns > 0 and 0 < r.loop_s <= r.wall_s and r.flits_delivered == sc.traffic.total_flits
+    r2, info = nj.simulate(sc, trace=str(tmp_path / "t.json"))
+    assert r2.completion_ps == r.completion_ps and info["slices"] > 0 and not info["truncated"]
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+@pytest.mark.slow
+def test_model_entry_points_on_a_small_case():
+    """estimate and sensitivity (each compiles the path model: about a minute on a loaded 2-core CPU)."""
+    import nuna_jax as nj
+    sc = nj.make_scenario(nj.preset("table2", n_gpus=2), "allgather", "20kB", "ua", tbs_per_gpu=2)
+    e = nj.estimate(sc)
+    assert e["policy"] == "UA" and e["tbs_per_gpu"] == 2
+    assert 0 < e["lower_bound_ns"] <= e["time_ns"] and e["breakdown"]["bound"] in ("latency", "resource")
+    assert nj.simulate(sc).completion_ns >= e["lower_bound_ns"] * (1 - 1e-6)
+    rows = nj.sensitivity(sc)["rows"]
+    assert rows and abs(rows[0]["elasticity"]) >= abs(rows[-1]["elasticity"])
