@@ -140,3 +140,15 @@ def test_fast_and_reference_record_the_same_services():
     before = [x for x in rows(a) if x[1] < cut]
     assert sorted(x for x in rows(c) if x[1] < cut) == before and len(before) > 0
     assert c.completion_ps == a.completion_ps
+
+
+def test_trace_document_equals_the_written_file(tmp_path):
+    from nuna_jax.sim import simulate
+    from nuna_jax.sim.trace import trace_document, write_trace
+    sc = make_scenario(preset("table2", n_gpus=2), collective="allgather", size_bytes=20_000, policy="ua",
+                       tbs_per_gpu=2)
+    r = simulate(sc.system, sc.traffic, trace_services=10**5)
+    doc, info = trace_document(sc.system, sc.traffic, r)
+    w = write_trace(str(tmp_path / "t.json"), sc.system, sc.traffic, r)
+    assert json.loads((tmp_path / "t.json").read_text()) == doc
+    assert {k: w[k] for k in info} == info and len(check_trace_format(doc)) == info["slices"]

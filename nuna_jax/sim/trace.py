@@ -91,14 +91,24 @@ def _runs(flow, res, start, svc):
     return first, count, end[last]
 
 
-def trace_document(system, traffic, result, *, max_slices: int = DEFAULT_MAX_SLICES, meta: dict | None = None):
-    """The trace-event document (a dict) of ``result.trace`` and a summary of what it holds.
+def trace_document(system, traffic, result, *, max_slices: int = DEFAULT_MAX_SLICES,
+                   meta: dict | None = None) -> tuple[dict, dict]:
+    """``(document, summary)``: the trace-event document of ``result.trace`` as a dict (what
+    :func:`write_trace` writes, for small runs and tests) and a summary of what it holds.
 
     ``system``, ``traffic``: what was simulated; ``result``: a :class:`SimResult` of
     :func:`nuna_jax.sim.simulate` run with ``trace_services > 0``; ``max_slices``: the bound.
     Summary keys: ``slices``, ``services`` (recorded), ``truncated``, ``cut_ns`` (every service
-    that starts before it is in the trace; None when nothing was left out), ``completion_ns``.
+    that starts before it is in the trace, ns; None when nothing was left out), ``completion_ns``.
     """
+    doc, slices, flows, info = _prepare(system, traffic, result, max_slices, meta)
+    doc["traceEvents"] += [json.loads(line) for line in _slice_lines(slices, flows)]
+    return doc, info
+
+
+def _prepare(system, traffic, result, max_slices, meta):
+    """The document's metadata events and header, the slices as arrays, the flows' labels, the
+    summary."""
     tr = result.trace
     if tr is None:
         raise ValueError("the result holds no trace: simulate with trace_services > 0")
@@ -172,10 +182,10 @@ def _slice_lines(slices, flows):
 
 def write_trace(path: str, system, traffic, result, *, max_slices: int = DEFAULT_MAX_SLICES,
                 meta: dict | None = None) -> dict:
-    """Write ``result``'s timeline to ``path`` (trace-event JSON); returns the summary of
-    :func:`trace_document` plus ``path`` and ``bytes``.  Times are exact: picoseconds written
+    """Write ``result``'s timeline to ``path`` (trace-event JSON, streamed line by line);
+    returns the summary of :func:`trace_document` plus ``path`` and ``bytes``.  Times are exact: picoseconds written
     as microseconds with six decimals."""
-    doc, slices, flows, info = trace_document(system, traffic, result, max_slices=max_slices, meta=meta)
+    doc, slices, flows, info = _prepare(system, traffic, result, max_slices, meta)
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
     with open(path, "w", encoding="utf-8") as fh:
         fh.write('{"traceEvents":[\n')
