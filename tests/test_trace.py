@@ -45,15 +45,19 @@ def check_trace_format(doc):
 
 
 def check_against_run(slices, d, complete=True):
-    by_track = defaultdict(list)
+    by_track, as_ns = defaultdict(list), defaultdict(list)
     for e in slices:
         by_track[(e["pid"], e["tid"])].append((round(e["ts"] * 1e6), round(e["dur"] * 1e6)))   # ps
-    for ivs in by_track.values():                        # one resource serves one flit at a time
-        ivs.sort()
-        for (a, da), (b, _) in zip(ivs, ivs[1:]):
-            assert a + da <= b
+        # what Perfetto's JSON importer keeps: whole ns, ts and dur truncated one by one
+        as_ns[(e["pid"], e["tid"])].append((int(e["ts"] * 1000.0), int(e["dur"] * 1000.0)))
+    for tracks in (by_track, as_ns):                     # one resource serves one flit at a time,
+        for ivs in tracks.values():                      # and the slices stay properly nested in ns
+            ivs.sort()
+            for (a, da), (b, _) in zip(ivs, ivs[1:]):
+                assert a + da <= b
     end_ps = max(a + da for ivs in by_track.values() for a, da in ivs)
-    assert end_ps <= round(d["completion_ns"] * 1000)    # ts/dur are microseconds, exact to the ps
+    # ts/dur are microseconds, exact to the ps (each dur 1 ps short of its service)
+    assert end_ps + 1 <= round(d["completion_ns"] * 1000)
     if complete:
         cu = [e for e in slices if e["tid"] < 576]       # Table 2: CUs are GPU-local ids 0..575
         assert sum(e["args"]["flits"] for e in cu) == d["flits_injected"]
