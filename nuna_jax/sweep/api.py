@@ -12,13 +12,14 @@ def sweep(grid, out=None, *, progress=False) -> dict:
     ``grid``: a dict (the TOML file's tables, e.g. ``{"axes": {...}, "sweep": {...}}``), a path to a
     grid TOML file, or a :class:`nuna_jax.sweep.Grid`.  Axes: ``model`` (``closed_form``, ``path``,
     ``sim``), ``collective``, ``size`` (bytes, or strings like ``"1MB"``), ``gpus``, ``policy``,
-    ``tbs``, and any ``System`` field (e.g. ``port_bw_bytes_per_ns`` in bytes/ns,
+    ``tbs`` (threadblocks per GPU; default ``"best"`` per point, as :func:`nuna_jax.make_scenario`),
+    and any ``System`` field (e.g. ``port_bw_bytes_per_ns`` in bytes/ns,
     ``switch_latency_ns`` in ns).  ``out``: a ``.csv`` or ``.npz`` file to write (resumable);
     default a temporary file, removed after reading.
 
     Returns a dict: ``columns`` (name -> numpy array, one element per point in grid order:
     ``index``, one column per axis, ``time_ns`` in ns, ``lower_bound_ns`` in ns (path model),
-    ``n_flows``) and ``summary`` (points, seconds, devices, ...).
+    ``n_flows``, ``tbs_used``: the threadblocks per GPU each point ran with) and ``summary`` (points, seconds, devices, ...).
 
     Example::
 
