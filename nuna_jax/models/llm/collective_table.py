@@ -643,7 +643,10 @@ def load_table(system, groups=None, jobs: int = 1, progress: bool = True, *, pat
                             multiples=(spec.get("tbs_rule") or {}).get("multiples", TBS_MULTIPLES),
                             jobs=jobs, progress=progress)
             d["build"]["command"] = rebuild_command(d, p, jobs=str(jobs))
-            _write_atomic(p, json.dumps(d, indent=1) + "\n")
+            try:
+                _write_atomic(p, json.dumps(d, indent=1) + "\n")
+            except OSError as e:
+                raise TableError(f"cannot write collective table {str(p)!r}: {e.strerror or e}") from None
         d = read_table(p)
         if d["system_params"] != params:
             diff = sorted(k for k in set(params) | set(d["system_params"])
