@@ -724,6 +724,13 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true",
                    help="only check that the table is well formed and current (exit 0; else 1 and the reason)")
     a = p.parse_args(argv)
+    import signal
+    import threading
+
+    def stop(signum, frame):            # SIGTERM: stop the workers too (_run_pool), keep the partial file
+        raise SystemExit(128 + signum)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
     try:
         from ...presets import load_system
         system = load_system(a.system)
