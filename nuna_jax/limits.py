@@ -186,12 +186,15 @@ def active(limits: Limits | None = None) -> Limits:
 @contextlib.contextmanager
 def using(limits: Limits):
     """Make ``limits`` the default of every library entry point inside the block (process-wide:
-    the worker threads of a command see it too)."""
+    the worker threads of a command see it too; a command's threads share one ``Limits``)."""
     _ACTIVE.append(limits)
     try:
         yield limits
-    finally:
-        _ACTIVE.pop()
+    finally:                    # this block's own entry (threads may nest blocks at once)
+        for i in range(len(_ACTIVE) - 1, -1, -1):
+            if _ACTIVE[i] is limits:
+                del _ACTIVE[i]
+                break
 
 
 def check_generated_plan(limits: Limits, collective: str, algorithm: str, n_gpus: int, tbs_per_gpu,

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from nuna_jax.models.llm.configs import FIELD_RANGES, ModelConfig, load_model
 from nuna_jax.presets import preset
+from test_hostile_inputs import fresh_table  # noqa: F401  (a fixture: the shipped table re-sealed)
 
 TINY = preset("mono", n_gpus=3)
 FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -275,17 +276,6 @@ def _cli(argv) -> tuple[int, str, str]:
     elif "--json" in argv:
         json.loads(o, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     return rc, o, e
-
-
-@pytest.fixture(scope="module")
-def fresh_table(tmp_path_factory):
-    from nuna_jax.models.llm import collective_table as C, provenance as P
-    d = C.read_table(C.SHIPPED)
-    files = P.model_file_hashes()
-    d = C.seal({**d, "model_hash": P.model_hash(files), "model_files": files})
-    f = tmp_path_factory.mktemp("table") / "fresh.json"
-    f.write_text(json.dumps(d))
-    return f
 
 
 @pytest.mark.slow

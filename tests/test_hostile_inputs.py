@@ -445,6 +445,15 @@ def test_output_flags_onto_other_inputs(inputs, tmp_path, capsys, saved_placemen
     _unchanged(inputs, before)
 
 
+def test_sweep_out_onto_its_grid_and_nowhere(tmp_path, capsys):
+    grid = tmp_path / "g.csv"                       # a TOML grid that --out's suffix rule would accept
+    grid.write_text('[fixed]\nsystem = "mono"\n[axes]\nsize = ["30kB"]\n')
+    before = grid.read_bytes()
+    refused(["sweep", grid, "--out", grid], capsys, "is the grid file itself")
+    refused(["sweep", grid, "--out", tmp_path / "no" / "o.csv"], capsys, "cannot write")
+    assert grid.read_bytes() == before
+
+
 def test_rebuild_table_never_writes_over_a_file_that_is_not_a_table(tmp_path, capsys):
     notes = tmp_path / "notes.json"
     notes.write_text('{"my": "notes"}')

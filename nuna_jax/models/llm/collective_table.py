@@ -525,7 +525,7 @@ def read_table(path: str | Path) -> dict:
     except ValueError as e:
         raise TableError(str(e)) from None
     try:
-        d = json.loads(text, parse_constant=_no_constant)
+        d = json.loads(text)              # NaN / Infinity parse; validate() names the entry
     except RecursionError:
         _fail(p, "not valid JSON (nested too deeply)")
     except ValueError as e:
@@ -556,8 +556,6 @@ def _rebuild_spec(p: Path) -> dict:
         return {}
 
 
-def _no_constant(name):
-    raise ValueError(f"{name} is not a number a table may hold")
 
 
 def table_status(d: dict, path) -> dict:
@@ -644,7 +642,10 @@ def load_table(system, groups=None, jobs: int = 1, progress: bool = True, *, pat
                             multiples=(spec.get("tbs_rule") or {}).get("multiples", TBS_MULTIPLES),
                             jobs=jobs, progress=progress)
             d["build"]["command"] = rebuild_command(d, p, jobs=str(jobs))
-            _write_atomic(p, json.dumps(d, indent=1) + "\n")
+            try:
+                _write_atomic(p, json.dumps(d, indent=1) + "\n")
+            except OSError as e:
+                raise TableError(f"cannot write collective table {str(p)!r}: {e.strerror or e}") from None
         d = read_table(p)
         if d["system_params"] != params:
             diff = sorted(k for k in set(params) | set(d["system_params"])
@@ -726,6 +727,13 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true",
                    help="only check that the table is well formed and current (exit 0; else 1 and the reason)")
     a = p.parse_args(argv)
+    import signal
+    import threading
+
+    def stop(signum, frame):            # SIGTERM: stop the workers too (_run_pool), keep the partial file
+        raise SystemExit(128 + signum)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
     try:
         from ...presets import load_system
         system = load_system(a.system)
