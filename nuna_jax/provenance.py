@@ -11,7 +11,9 @@ never raises.  It names the commit only: uncommitted changes are not seen.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import re
 from pathlib import Path
 
@@ -75,3 +77,27 @@ def provenance() -> dict:
     """``{"nuna_jax_version": ..., "git_commit": <40 hex digits> or None}`` (read once per process)."""
     v, c = _cached()
     return {"nuna_jax_version": v, "git_commit": c}
+
+
+def _plain(v):
+    try:
+        import numpy as np
+        if isinstance(v, np.ndarray) or hasattr(v, "shape"):
+            a = np.asarray(v)
+            return a.item() if a.ndim == 0 else a.tolist()
+    except ImportError:         # pragma: no cover
+        pass
+    return v
+
+
+def system_params(system) -> dict:
+    """Every field of ``system`` but its name and GPU count, as plain JSON numbers."""
+    out = {}
+    for f in dataclasses.fields(system):
+        if f.name in ("name", "n_gpus"):
+            continue
+        v = _plain(getattr(system, f.name))
+        if isinstance(v, float) and not math.isfinite(v):
+            v = repr(v)
+        out[f.name] = v
+    return out

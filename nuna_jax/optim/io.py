@@ -42,7 +42,7 @@ def plan_digest(plan) -> str:
 
 
 def _system_params(s) -> dict:
-    from ..models.llm.provenance import system_params
+    from ..provenance import system_params
     return system_params(s)
 
 

@@ -17,14 +17,14 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import hashlib
 import io
 import json
-import math
 import tokenize
 from pathlib import Path
+
+from ...provenance import system_params  # noqa: F401  (one definition, used by the table and saved placements)
 
 PKG_ROOT = Path(__file__).resolve().parents[2]          # .../nuna_jax
 ROOT_MODULE = Path(__file__).resolve().parent / "collective_timing.py"
@@ -134,30 +134,6 @@ def model_hash(files: dict[str, str] | None = None) -> str:
     """One hash of the model code: the sorted (path, code hash) pairs."""
     files = model_file_hashes() if files is None else files
     return digest(sorted(files.items()))
-
-
-def _plain(v):
-    try:
-        import numpy as np
-        if isinstance(v, np.ndarray) or hasattr(v, "shape"):
-            a = np.asarray(v)
-            return a.item() if a.ndim == 0 else a.tolist()
-    except ImportError:         # pragma: no cover
-        pass
-    return v
-
-
-def system_params(system) -> dict:
-    """Every field of ``system`` but its name and GPU count, as plain JSON numbers."""
-    out = {}
-    for f in dataclasses.fields(system):
-        if f.name in ("name", "n_gpus"):
-            continue
-        v = _plain(getattr(system, f.name))
-        if isinstance(v, float) and not math.isfinite(v):
-            v = repr(v)
-        out[f.name] = v
-    return out
 
 
 def digest(obj) -> str:
