@@ -50,7 +50,6 @@ DEFAULT_LIMITS = {
     "search_steps": 1 << 16,      # optimize: Adam steps of the descent (--steps)
     "search_restarts": 1 << 10,   # optimize: restarts in one vmap (--seeds; default 2)
     "relaxed_elements": 1 << 26,  # optimize: restarts x threadblocks x candidates of the relaxed logits
-    "search_work": 1 << 28,       # optimize: --budget x threadblocks (each evaluation lowers every threadblock)
     "e2e_configs": 1 << 22,       # e2e: configurations of one search (TP x EP x DP x PP x batches x lengths)
     "e2e_batch": 1 << 20,         # e2e: requests served at once (--batch, a config's batch)
     "e2e_seq_len": 1 << 24,       # e2e: prompt / context length in tokens (--seq-len, a config's seq_len)
@@ -244,7 +243,6 @@ def check_optimize_work(limits: Limits, *, budget: int, steps, seeds: int, n_tbs
     limits.check("search_restarts", int(seeds), f"--seeds {seeds}")
     limits.check("relaxed_elements", int(seeds) * int(n_tbs) * int(n_candidates),
                  f"--seeds {seeds} x {n_tbs} threadblocks x {n_candidates} candidates")
-    limits.check("search_work", int(budget) * int(n_tbs), f"--budget {budget} x {n_tbs} threadblocks")
     limits.check("flits", int(flits_per_run), f"{source} (one simulator run)")
     limits.check("sim_flits", int(flits_per_run) * int(n_runs), f"{source} ({n_runs} simulator runs)")
 

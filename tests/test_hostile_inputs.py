@@ -250,7 +250,6 @@ def test_e2e_refuses_a_non_finite_result(tmp_path, capsys, monkeypatch, fresh_ta
     (["--straight-through", "nan"], "--straight-through"),
     (["--seed", "-1"], "--seed"),
     (["--candidates", "0"], "--candidates"),
-    (["--tbs", "100000"], "search work"),
 ])
 def test_optimize_bounded_search_flags(capsys, flags, needle):
     refused(["optimize", "--system", "mono", "--gpus", "3", "--collective", "allgather", "--size", "30kB", *flags],
