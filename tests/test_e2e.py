@@ -245,10 +245,6 @@ def test_user_model_file_runs(tmp_path, capsys, fresh):
 
 # ---- the collective table knows what built it ------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the shipped table predates the model-hash provenance and this session's model changes (stack budget, "
-    "best threadblocks); its rebuild (python -m nuna_jax.models.llm.collective_table --jobs N) takes hours "
-    "on 2 cores and was not run. strict: once it is rebuilt this XPASSes and the marker must go"))
 def test_shipped_table_is_current():
     """The shipped table was built by this tree's collective model (a hash check: seconds).
 
