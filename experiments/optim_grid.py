@@ -70,29 +70,36 @@ def build(case):
     return sc.system, sc.plan
 
 
-def run_case(case, seed, budget, straight_through=None):
-    """One seed of one case: ``optimize`` (search + the four baselines)."""
+def run_case(case, seeds, budget):
+    """Every seed of one case in one process (the space, its tables and the compiled programs are
+    shared by the seeds): ``optimize`` (search + the four baselines) per seed."""
     from nuna_jax.optim.driver import optimize, prepare
     t0 = time.perf_counter()
     s, plan = build(case)
     prep = prepare(s, plan)
     t_prep = time.perf_counter() - t0
-    r = optimize(s, plan, budget=budget, seed=seed, prepared=prep, straight_through=straight_through)
-    run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
-           "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
-           "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
-           "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep}, "wall_s": r["wall_s"],
-           "job_wall_s": time.perf_counter() - t0, "choice": r["choice"]}
-    return {"case": case[0], "n_gpus": int(plan.n_gpus), "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
-            "run": run}
+    out = []
+    for seed in seeds:
+        t1 = time.perf_counter()
+        r = optimize(s, plan, budget=budget, seed=seed, prepared=prep)
+        run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
+               "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
+               "nap_nar_estimate_ns": r["nap_nar_estimate_ns"],
+               "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
+               "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep},
+               "wall_s": r["wall_s"], "job_wall_s": time.perf_counter() - t1, "choice": r["choice"],
+               "capacities": r["capacities"]}
+        out.append({"case": case[0], "n_gpus": int(plan.n_gpus), "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
+                    "n_page_groups": r["n_page_groups"], "run": run})
+    return out
 
 
 def _worker(job):
-    case, seed, budget, st = job
+    case, seeds, budget = job
     try:
-        return run_case(case, seed, budget, st)
+        return run_case(case, seeds, budget)
     except Exception as e:  # report, keep the grid going
-        return {"case": case[0], "seed": seed, "error": f"{type(e).__name__}: {e}"}
+        return [{"case": case[0], "seed": sd, "error": f"{type(e).__name__}: {e}"} for sd in seeds]
 
 
 def merge(results):
@@ -187,8 +194,6 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="processes (one case each at a time)")
     ap.add_argument("--seeds-run", type=int, default=None, help="seeds per case (default 3; 2 with --quick)")
     ap.add_argument("--budget", type=int, default=800, help="path-model evaluations per search (default 800)")
-    ap.add_argument("--straight-through", type=float, default=None, metavar="F",
-                    help="straight-through Gumbel-softmax from this fraction of the descent (default off)")
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
     ap.add_argument("--max-gpus", type=int, default=None, help="only cases with at most this many GPUs")
@@ -207,7 +212,7 @@ def main(argv=None):
     idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")])
     if a.max_gpus is not None:
         idx = [i for i in idx if (CASES[i][4] or 8) <= a.max_gpus]
-    jobs = [(CASES[i], seed, a.budget, a.straight_through) for i in idx for seed in range(seeds)]
+    jobs = [(CASES[i], list(range(seeds)), a.budget) for i in idx]
     # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
     jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 8)))
     os.makedirs(a.out, exist_ok=True)
@@ -217,7 +222,7 @@ def main(argv=None):
     import subprocess
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    meta = {"budget": a.budget, "seeds": seeds, "straight_through": a.straight_through, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
+    meta = {"budget": a.budget, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
             "cases": [CASES[i][0] for i in idx]}
 
     def dump():
@@ -233,16 +238,20 @@ def main(argv=None):
     if a.jobs > 1:
         import multiprocessing as mp
         with mp.get_context("spawn").Pool(min(a.jobs, len(jobs)), maxtasksperchild=1) as pool:  # noqa: SIM117
-            for r in pool.imap_unordered(_worker, jobs):
-                done.append(r)
+            for rs in pool.imap_unordered(_worker, jobs):
+                done.extend(rs)
                 dump()
-                print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s", flush=True)
+                for r in rs:
+                    print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s",
+                          flush=True)
     else:
         for j in jobs:
-            done.append(_worker(j))
+            rs = _worker(j)
+            done.extend(rs)
             dump()
-            r = done[-1]
-            print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s", flush=True)
+            for r in rs:
+                print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s",
+                      flush=True)
     dump()
     print(open(os.path.join(a.out, "optim_grid.md")).read())
     print(f"elapsed {time.perf_counter() - t0:.0f} s")

@@ -152,14 +152,15 @@ def _st(p_hard, p_soft):
     return jax.lax.stop_gradient(jnp.maximum(p_hard, P_MIN) - p_soft) + p_soft
 
 
-def st_traffic(tt: StTables, xt, xg, P, Q):
+def st_traffic(tt: StTables, xt, xg, P, Q, tb_cu=None, gstack=None):
     """Rows carrying the value and the straight-through gradient of point ``(xt, xg)``.
 
-    ``P`` ``[n_tbs, C]`` and ``Q`` ``[G, K]``: straight-through probabilities (forward one-hot)."""
+    ``P`` ``[n_tbs, C]`` and ``Q`` ``[G, K]``: straight-through probabilities (forward one-hot).
+    ``tb_cu``, ``gstack``: the point's repaired CUs and stacks (default: its candidates', unrepaired)."""
     ht = tt.ht
     b = ht.base
-    gsel = ht.grp_cand[jnp.arange(ht.grp_cand.shape[0]), xg]          # stack of every group at the point
-    cu_hard = ht.cand_cu[jnp.arange(ht.cand_cu.shape[0]), xt]
+    gsel = ht.grp_cand[jnp.arange(ht.grp_cand.shape[0]), xg] if gstack is None else gstack
+    cu_hard = ht.cand_cu[jnp.arange(ht.cand_cu.shape[0]), xt] if tb_cu is None else tb_cu
     # set T: every (key, candidate) row at the point's stacks
     wT = P[ht.row_key, ht.row_cand]
     wT = jax.lax.stop_gradient(jnp.maximum(wT, P_MIN) - wT) + wT
@@ -222,15 +223,15 @@ def st_loss(s, tt: StTables, zt, zg, key, temp, gscale, tau, lam_cu, lam_st, rho
 
 
 @functools.partial(jax.jit, static_argnames=("tau",))
-def move_gradient(s, tt: StTables, xt, xg, tau):
-    """Gradient of the smooth estimate at the vertex ``(xt, xg)`` with respect to the one-hot
-    probabilities: ``(value, dT/dP [n_tbs, C], dT/dQ [G, K])``; a single move's first-order change
-    is ``dT/dP[t, new] - dT/dP[t, cur]``."""
+def move_gradient(s, tt: StTables, xt, xg, tau, tb_cu=None, gstack=None):
+    """Gradient of the smooth estimate at the vertex ``(xt, xg)`` (with its repaired ``tb_cu`` and
+    ``gstack`` when given) with respect to the one-hot probabilities: ``(value, dT/dP [n_tbs, C],
+    dT/dQ [G, K])``; a single move's first-order change is ``dT/dP[t, new] - dT/dP[t, cur]``."""
     P0 = jax.nn.one_hot(xt, tt.ht.cand_cu.shape[1])
     Q0 = jax.nn.one_hot(xg, tt.ht.grp_cand.shape[1])
 
     def f(P, Q):
-        return smooth_estimate_ns(s, st_traffic(tt, xt, xg, P, Q), tau, n_phases=tt.ht.n_phases)
+        return smooth_estimate_ns(s, st_traffic(tt, xt, xg, P, Q, tb_cu, gstack), tau, n_phases=tt.ht.n_phases)
 
     v, (gP, gQ) = jax.value_and_grad(f, argnums=(0, 1))(P0, Q0)
     return v, gP, gQ
@@ -252,29 +253,35 @@ def _anneal(a, b, f):
     return a * (b / a) ** f
 
 
-@functools.partial(jax.jit, static_argnames=("sched",))
 def descend(s, tt: StTables, zt0, zg0, key, sched: Schedule):
     """``sched.steps`` Adam steps of the straight-through loss from each restart ``[B, ...]`` (vmapped).
     Returns final logits and a history ``[K, B]`` of the loss, the sample's smooth time and its
-    penalties; ``xt``/``xg`` of the last sample."""
-    opt = optax.adam(sched.learning_rate)
-    K = sched.steps
+    penalties.  Only ``steps`` is static: the other schedule values are traced (one compiled
+    program serves every schedule of one shape)."""
+    hp = {k: jnp.asarray(v, jnp.float32) for k, v in sched._asdict().items() if k != "steps"}
+    return _descend(s, tt, zt0, zg0, key, hp, steps=int(sched.steps))
+
+
+@functools.partial(jax.jit, static_argnames=("steps",))
+def _descend(s, tt: StTables, zt0, zg0, key, hp, steps: int):
+    K = steps
+    opt = optax.adam(hp["learning_rate"])
 
     def one(zt, zg, key):
         def step(carry, k):
             zt, zg, st, lc, ls, key = carry
             key, sub = jax.random.split(key)
             f = k / jnp.maximum(K - 1, 1)
-            args = (sub, _anneal(sched.temp0, sched.temp1, f), _anneal(sched.gumbel0, sched.gumbel1, f),
-                    _anneal(sched.tau0_ns, sched.tau1_ns, f), lc, ls, sched.rho_ns)
+            args = (sub, _anneal(hp["temp0"], hp["temp1"], f), _anneal(hp["gumbel0"], hp["gumbel1"], f),
+                    _anneal(hp["tau0_ns"], hp["tau1_ns"], f), lc, ls, hp["rho_ns"])
             (val, aux), (gt, gg) = jax.value_and_grad(
                 lambda a, b: st_loss(s, tt, a, b, *args), argnums=(0, 1), has_aux=True)(zt, zg)
             gt = jnp.where(jnp.isfinite(gt), gt, 0.0)
             gg = jnp.where(jnp.isfinite(gg), gg, 0.0)
             upd, st = opt.update((gt, gg), st, (zt, zg))
             zt, zg = optax.apply_updates((zt, zg), upd)
-            lc = lc + sched.rho_ns * aux["vc"]
-            ls = ls + sched.rho_ns * aux["vs"]
+            lc = lc + hp["rho_ns"] * aux["vc"]
+            ls = ls + hp["rho_ns"] * aux["vs"]
             out = {"loss": val, "time_ns": aux["time_ns"], "overflow": jnp.sum(aux["vc"]) + jnp.sum(aux["vs"])}
             return (zt, zg, st, lc, ls, key), out
 
@@ -386,7 +393,9 @@ def guided_search(ev: Evaluator, s, tt: StTables, x0, *, max_evals: int | None =
             if max_evals is not None and ev.n_evals - n0 + cost > max_evals:
                 break
             ev.charge(cost)
-            _, gP, gQ = move_gradient(s, tt, jnp.asarray(x[:sp.n_tbs]), jnp.asarray(x[sp.n_tbs:]), tau_ns)
+            cu, st = repair(ev.s, ev.plan, sp, x)
+            _, gP, gQ = move_gradient(s, tt, jnp.asarray(x[:sp.n_tbs]), jnp.asarray(x[sp.n_tbs:]), tau_ns,
+                                      jnp.asarray(cu), jnp.asarray(st))
             gP, gQ = np.asarray(gP, np.float64), np.asarray(gQ, np.float64)
             mv_v, mv_o = _moves(sp, x)
             tb = mv_v < sp.n_tbs
