@@ -242,7 +242,7 @@ class Schedule(NamedTuple):
     learning_rate: float = 0.3
     temp0: float = 1.0
     temp1: float = 0.3
-    gumbel0: float = 1.0
+    gumbel0: float = 0.3
     gumbel1: float = 0.1
     tau0_ns: float = 20.0
     tau1_ns: float = 5.0
@@ -294,7 +294,7 @@ def _descend(s, tt: StTables, zt0, zg0, key, hp, steps: int):
     return zt, zg, {k: v.T for k, v in hist.items()}
 
 
-def init_logits(key, sp: Space, n_restarts: int, warm_logit: float = 2.0, noise: float = 1.0):
+def init_logits(key, sp: Space, n_restarts: int, warm_logit: float = 1.0, noise: float = 1.0):
     """Restart 0 a warm start on the all-zero point (NAP+NAR), the others random normal."""
     k1, k2 = jax.random.split(key)
     zt = noise * jax.random.normal(k1, (n_restarts, sp.n_tbs, sp.C))
