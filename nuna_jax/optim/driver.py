@@ -147,7 +147,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     ``n_simulate`` simulator calls per search (module docstring).
 
     Returns a dict with :data:`KEYS` and more: ``placement``, ``source``, ``estimate_ns``,
-    ``baselines``, ``budget``, ``gap``, ``pool``, ``timing_s`` (diagnostic only).  ``prepared``:
+    ``baselines``, ``budget``, ``gap``, ``pool``, ``timing_s`` (diagnostic only).  ``baselines``:
+    ``True`` (all of :data:`BASELINES`), ``False``, or a tuple of their names.  ``prepared``:
     :func:`prepare`'s result for this ``s`` and ``plan``.  ``search_budget_s``, ``search_evals`` and
     ``straight_through`` are accepted for old callers and ignored (the loss is always the
     straight-through one); ``baseline`` is the old name of ``baselines``.
@@ -185,9 +186,10 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     x0 = np.zeros(sp.n_vars, np.int64)
 
     base = {}
-    if baselines:
+    names = BASELINES if baselines is True else tuple(b for b in BASELINES if b in (baselines or ()))
+    if names:
         t0 = time.perf_counter()
-        for name in BASELINES:
+        for name in names:
             if name == "no_descent":
                 if not descent:
                     continue
