@@ -75,7 +75,7 @@ def _smooth_point(s, ht, xt, tb_cu, gstack, tau):
 
 
 def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 4, n_stack_candidates: int = 4,
-            group_pages: int = 8, pages: bool = True) -> dict:
+            group_pages: int | None = None, pages: bool = True) -> dict:
     """The space of ``plan`` on ``s``, its factored tables and the straight-through tables."""
     sp, gid = make_space(s, plan, nar_granularity=nar_granularity, n_candidates=n_candidates,
                          n_stack_candidates=n_stack_candidates, group_pages=group_pages, pages=pages)
@@ -138,7 +138,7 @@ def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
 
 
 def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int = 1, n_candidates: int = 4,
-             n_stack_candidates: int = 4, group_pages: int = 8, pages: bool = True, n_samples: int = 4,
+             n_stack_candidates: int = 4, group_pages: int | None = None, pages: bool = True, n_samples: int = 4,
              n_simulate: int = 3, descent: bool = True, baselines: bool = True, descent_share: float = 0.5,
              search_starts: int = 2, nar_granularity: int | None = None, seed: int = 0, progress=None,
              sched: Schedule | None = None, search_budget_s: float | None = None, baseline: bool | None = None,

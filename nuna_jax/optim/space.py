@@ -119,11 +119,21 @@ def page_groups(s: System, plan: Plan, nap: Placement, order: np.ndarray, group_
             np.asarray(G_key, np.int64), gid)
 
 
+def auto_group_pages(s: System, plan: Plan, per_chunk: int = 4, least: int = 8) -> int:
+    """At least ``least`` pages (32 kB on Table 2), and few enough groups that the largest step's
+    chunk spans about ``per_chunk`` of them (the table's rows grow with the groups a step spans)."""
+    big = int(np.max(plan.nbytes, initial=0))
+    return int(max(least, -(-(-(-big // int(s.page_bytes))) // per_chunk)))
+
+
 def make_space(s: System, plan: Plan, *, nar_granularity: int | None = None, n_candidates: int = 4,
-               n_stack_candidates: int = 4, group_pages: int = 8, pages: bool = True):
+               n_stack_candidates: int = 4, group_pages: int | None = None, pages: bool = True):
     """The space of ``plan`` on ``s`` and its factored tables (``pages=False``: every page group fixed
-    on NAP's stack, only the threadblocks searched)."""
+    on NAP's stack, only the threadblocks searched).  ``group_pages`` (default
+    :func:`auto_group_pages`): the most pages of one group."""
     cand, nap = make_candidates(s, plan, nar_granularity=nar_granularity, n_candidates=n_candidates)
+    if group_pages is None:
+        group_pages = auto_group_pages(s, plan)
     gg, gf, gn, gk, gid = page_groups(s, plan, nap, cand.order, group_pages)
     ps = np.asarray(nap.page_stack).astype(np.int64)
     a0 = ps[gg, gf]
