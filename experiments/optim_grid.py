@@ -70,29 +70,36 @@ def build(case):
     return sc.system, sc.plan
 
 
-def run_case(case, seed, budget, straight_through=None):
-    """One seed of one case: ``optimize`` (search + the four baselines)."""
+def run_case(case, seeds, budget):
+    """Every seed of one case in one process (the space, its tables and the compiled programs are
+    shared by the seeds): ``optimize`` (search + the four baselines) per seed."""
     from nuna_jax.optim.driver import optimize, prepare
     t0 = time.perf_counter()
     s, plan = build(case)
     prep = prepare(s, plan)
     t_prep = time.perf_counter() - t0
-    r = optimize(s, plan, budget=budget, seed=seed, prepared=prep, straight_through=straight_through)
-    run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
-           "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
-           "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
-           "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep}, "wall_s": r["wall_s"],
-           "job_wall_s": time.perf_counter() - t0, "choice": r["choice"]}
-    return {"case": case[0], "n_gpus": int(plan.n_gpus), "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
-            "run": run}
+    out = []
+    for seed in seeds:
+        t1 = time.perf_counter()
+        r = optimize(s, plan, budget=budget, seed=seed, prepared=prep)
+        run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
+               "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
+               "nap_nar_estimate_ns": r["nap_nar_estimate_ns"],
+               "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
+               "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep},
+               "wall_s": r["wall_s"], "job_wall_s": time.perf_counter() - t1, "choice": r["choice"],
+               "capacities": r["capacities"]}
+        out.append({"case": case[0], "n_gpus": int(plan.n_gpus), "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
+                    "n_page_groups": r["n_page_groups"], "run": run})
+    return out
 
 
 def _worker(job):
-    case, seed, budget, st = job
+    case, seeds, budget = job
     try:
-        return run_case(case, seed, budget, st)
+        return run_case(case, seeds, budget)
     except Exception as e:  # report, keep the grid going
-        return {"case": case[0], "seed": seed, "error": f"{type(e).__name__}: {e}"}
+        return [{"case": case[0], "seed": sd, "error": f"{type(e).__name__}: {e}"} for sd in seeds]
 
 
 def merge(results):
@@ -144,7 +151,36 @@ def table_md(rows) -> str:
                    + " | ".join("-" if r[b] is None else f"{r[b]:.1f}" for b in BASELINES)
                    + " | " + ("-" if nd is None else f"{nd / r['search']:.3f}") + f" | {free / r['search']:.3f} | "
                    f"{r['nap_nar'] / r['search']:.3f} | {r['gap']:+.3f} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n" + criteria_md(rows)
+
+
+def criteria(rows) -> dict:
+    """Issue 19's "Done when", counted over the cases (means over seeds of simulated ns)."""
+    import numpy as np
+    ok = [r for r in rows if "error" not in r]
+    nd = [r["no_descent"] / r["search"] for r in ok if r["no_descent"]]
+    free = [min(r[b] for b in ("random", "local_search", "annealing") if r[b] is not None) for r in ok]
+    nap = [r["nap_nar"] / r["search"] for r in ok]
+    gaps = [r["gap"] for r in ok if np.isfinite(r["gap"])]
+    return {"cases": len(ok),
+            "descent_beats_ablation_by_3pct": sum(x >= 1.03 for x in nd),
+            "descent_worse_than_ablation_by_1pct": sum(x < 1 / 1.01 for x in nd),
+            "beats_or_ties_best_gradient_free": sum(r["search"] <= f * (1 + 1e-3) for r, f in zip(ok, free)),
+            "faster_than_nap_nar_1_2x": sum(x >= 1.2 for x in nap),
+            "slower_than_nap_nar": sum(x < 1 - 1e-9 for x in nap),
+            "median_abs_gap": float(np.median(np.abs(gaps))) if gaps else None}
+
+
+def criteria_md(rows) -> str:
+    c = criteria(rows)
+    n = c["cases"]
+    return (f"Criteria over {n} cases (means over seeds, simulated): descent >= 3 % faster than its no-descent "
+            f"ablation on {c['descent_beats_ablation_by_3pct']} (target >= {(n + 1) // 2}), > 1 % slower on "
+            f"{c['descent_worse_than_ablation_by_1pct']} (target 0); beats or ties (0.1 %) the best gradient-free "
+            f"baseline on {c['beats_or_ties_best_gradient_free']} (target >= {-(-2 * n // 3)}); >= 1.2x faster "
+            f"than NAP+NAR on {c['faster_than_nap_nar_1_2x']} (target >= 3), slower on {c['slower_than_nap_nar']} "
+            f"(target 0); median |loss / argmax simulated - 1| = "
+            + ("-" if c["median_abs_gap"] is None else f"{c['median_abs_gap']:.3f}") + " (target <= 0.05).\n")
 
 
 def plot(path):
@@ -187,27 +223,53 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="processes (one case each at a time)")
     ap.add_argument("--seeds-run", type=int, default=None, help="seeds per case (default 3; 2 with --quick)")
     ap.add_argument("--budget", type=int, default=800, help="path-model evaluations per search (default 800)")
-    ap.add_argument("--straight-through", type=float, default=None, metavar="F",
-                    help="straight-through Gumbel-softmax from this fraction of the descent (default off)")
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
+    ap.add_argument("--split-gpus", type=int, default=8,
+                    help="cases with more GPUs than this (and the 112-threadblock ones) run one job per seed "
+                         "(default 8)")
+    ap.add_argument("--min-gpus", type=int, default=None, help="only cases with at least this many GPUs")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
     ap.add_argument("--max-gpus", type=int, default=None, help="only cases with at most this many GPUs")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--out", default="experiments/out/optim_grid")
-    ap.add_argument("--plot", default=None, metavar="JSON")
+    ap.add_argument("--plot", default=None, metavar="JSON[,JSON...]",
+                    help="redraw the plot (several JSONs: merged into OUT/optim_grid.{json,md,png})")
     a = ap.parse_args(argv)
     if a.list:
         for i, c in enumerate(CASES):
             print(i, c[0])
         return 0
     if a.plot:
-        plot(a.plot)
+        paths = a.plot.split(",")
+        if len(paths) > 1:   # merge the parts of one grid (e.g. --max-gpus 8 and --min-gpus 64 runs)
+            ds = [json.load(open(p)) for p in paths]
+            merged = {"meta": {**ds[0]["meta"], "parts": [d["meta"] for d in ds],
+                               "cases": [c for d in ds for c in d["meta"]["cases"]]},
+                      "cases": [c for d in ds for c in d["cases"]]}
+            os.makedirs(a.out, exist_ok=True)
+            path = os.path.join(a.out, "optim_grid.json")
+            with open(path, "w") as f:
+                json.dump(merged, f, default=float)
+            with open(os.path.join(a.out, "optim_grid.md"), "w") as f:
+                f.write(table_md([summary(r) for r in merged["cases"]]))
+            print(open(os.path.join(a.out, "optim_grid.md")).read())
+            paths = [path]
+        plot(paths[0])
         return 0
     seeds = a.seeds_run or (2 if a.quick else 3)
     idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")])
     if a.max_gpus is not None:
         idx = [i for i in idx if (CASES[i][4] or 8) <= a.max_gpus]
-    jobs = [(CASES[i], seed, a.budget, a.straight_through) for i in idx for seed in range(seeds)]
+    if a.min_gpus is not None:
+        idx = [i for i in idx if (CASES[i][4] or 8) >= a.min_gpus]
+    # one job per case (its seeds share the space, the tables and the compiled programs); cases of more
+    # than --split-gpus GPUs one job per seed (they are the long poles)
+    jobs = []
+    for i in idx:
+        if (CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112:
+            jobs += [(CASES[i], [sd], a.budget) for sd in range(seeds)]
+        else:
+            jobs.append((CASES[i], list(range(seeds)), a.budget))
     # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
     jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 8)))
     os.makedirs(a.out, exist_ok=True)
@@ -217,7 +279,7 @@ def main(argv=None):
     import subprocess
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    meta = {"budget": a.budget, "seeds": seeds, "straight_through": a.straight_through, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
+    meta = {"budget": a.budget, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
             "cases": [CASES[i][0] for i in idx]}
 
     def dump():
@@ -233,16 +295,20 @@ def main(argv=None):
     if a.jobs > 1:
         import multiprocessing as mp
         with mp.get_context("spawn").Pool(min(a.jobs, len(jobs)), maxtasksperchild=1) as pool:  # noqa: SIM117
-            for r in pool.imap_unordered(_worker, jobs):
-                done.append(r)
+            for rs in pool.imap_unordered(_worker, jobs):
+                done.extend(rs)
                 dump()
-                print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s", flush=True)
+                for r in rs:
+                    print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s",
+                          flush=True)
     else:
         for j in jobs:
-            done.append(_worker(j))
+            rs = _worker(j)
+            done.extend(rs)
             dump()
-            r = done[-1]
-            print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s", flush=True)
+            for r in rs:
+                print(r["case"], r.get("error") or f"seed {r['run']['seed']}: {r['run']['job_wall_s']:.0f} s",
+                      flush=True)
     dump()
     print(open(os.path.join(a.out, "optim_grid.md")).read())
     print(f"elapsed {time.perf_counter() - t0:.0f} s")
