@@ -424,7 +424,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                         pk_ph[p] = 1
                 # the credit for the freed slot goes upstream
                 sl = (c + SAD + 1 + CD) & (W - 1)
-                if inp == EJ:
+                if inp == EJ:   # the source sees it one cycle later (BookSim2: the node reads credits first)
+                    sl = (c + SAD + 2 + CD) & (W - 1)
                     wheel[sl, wcnt[sl]] = -(r * V + v) - 1
                 else:
                     ur = nbr[r * P + inp]
