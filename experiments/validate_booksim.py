@@ -265,7 +265,7 @@ def plot(doc: dict, path: Path) -> None:
                 if s:
                     ax.axvline(s, color="grey", lw=0.6, ls=":")
             ax.axhline(3 * r["zero_load_latency_cycles"], color="red", lw=0.6, ls=":")
-        ax.set_ylim(0, 6 * res[0]["zero_load_latency_cycles"] if cfgname == res[0]["config"] else None)
+        ax.set_ylim(0, 6 * max(x["zero_load_latency_cycles"] for x in res if x["config"] == cfgname))
         ax.set_title(cfgname)
         ax.set_xlabel("accepted flit rate (flits/node/cycle)")
         ax.set_ylabel("average packet latency (cycles)")
