@@ -58,7 +58,7 @@ def test_credit_loop_limits_small_buffers():
     # one buffer slot per VC: each flit of a 5-flit packet waits for the credit of the one before
     fast = simulate_noc(_small(packet_size=5, vc_buf_size=8))
     slow = simulate_noc(_small(packet_size=5, vc_buf_size=1))
-    slower = simulate_noc(_small(packet_size=5, vc_buf_size=1, credit_delay=3))
+    slower = simulate_noc(_small(packet_size=5, vc_buf_size=1, credit_delay=2))   # default 0
     assert fast["packet_latency_min_cycles"] == 21
     assert slow["packet_latency_min_cycles"] > 30
     assert slower["packet_latency_min_cycles"] == slow["packet_latency_min_cycles"] + 2 * 4  # +2 cycles per flit

@@ -22,7 +22,7 @@ DEFAULTS = {
     "topology": "torus", "k": 8, "n": 2, "c": 1, "routing_function": "none",
     "num_vcs": 16, "vc_buf_size": 8, "buf_size": -1, "wait_for_tail_credit": 0,
     "vc_allocator": "islip", "sw_allocator": "islip", "alloc_iters": 1,
-    "credit_delay": 1, "routing_delay": 1, "vc_alloc_delay": 1, "sw_alloc_delay": 1,
+    "credit_delay": 0, "routing_delay": 1, "vc_alloc_delay": 1, "sw_alloc_delay": 1,
     "st_prepare_delay": 0, "st_final_delay": 1,
     "input_speedup": 1, "output_speedup": 1, "internal_speedup": 1.0,
     "traffic": "uniform", "packet_size": 1, "injection_rate": 0.1, "injection_rate_uses_flits": 0,
