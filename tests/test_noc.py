@@ -149,6 +149,8 @@ def test_cli_json_and_sweep(tmp_path):
     assert _cli(str(f), "--sweep-rate", "0.5:0.1:0.1").returncode == 2
     assert _cli(str(f), "--plot", str(png)).returncode == 2
     assert _cli(str(tmp_path / "missing.cfg")).returncode == 2
+    assert _cli(str(f), "k=40", "--max-work", "0.5").returncode == 2          # 1,600 nodes > 512
+    assert _cli(str(f), "k=4", "--max-work", "0.001").returncode == 2         # 16 nodes > 1
 
 
 @pytest.mark.skipif(os.environ.get("NUNA_JAX_NO_NUMBA") is not None, reason="already the fallback")

@@ -7,7 +7,7 @@ import sys
 
 
 def add_parser(sub) -> None:
-    from .common import add_plot_arg
+    from .common import add_plot_arg, number
     p = sub.add_parser(
         "noc", help="synthetic traffic on a mesh/torus NoC from a BookSim2 configuration file",
         description="Read a BookSim2 configuration file (plus key=value overrides, as booksim takes them) and "
@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
                    help="run every injection_rate of the range (packets/node/cycle) and report the latency-vs-load "
                         "curve and its saturation point (latency above 3 x zero-load); --plot draws it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--max-work", type=number(0.0, 1e6, lo_open=True), default=1.0, metavar="F",
+                   help="multiply the work limits (nodes k^n <= 1,024, flits simulated, file bytes) by F (default 1)")
     add_plot_arg(p, "the latency-vs-load curve with the saturation point (with --sweep-rate)")
 
 
