@@ -57,6 +57,7 @@ SUBCOMMANDS = {
     "sensitivity": "nuna_jax.cli.sensitivity",
     "optimize": "nuna_jax.cli.optimize",
     "reproduce": "nuna_jax.cli.reproduce",
+    "noc": "nuna_jax.cli.noc",
 }
 
 

@@ -1,0 +1,84 @@
+"""Speed of ``nuna-jax noc`` against BookSim2, side by side in one run on one machine (issue 21).
+
+BookSim2's own 8x8 uniform configuration (``mesh88_uniform.cfg``) at injection rate 0.2: each
+tool runs ``--repeats`` times alternately (seeds 0, 1, ...); flit-hops per second = cycles x nodes
+x accepted flit rate x hops average / wall seconds for both (BookSim2's README formula), wall
+seconds being BookSim2's whole process and nuna-jax's simulation (``wall_s``: in-process, numba
+loaded) -- the nuna-jax command's whole process (interpreter, imports, numba cache load) is
+reported beside it.  Prints a table and writes benchmarks/out/bench_noc.json.  Not a test: the
+numbers depend on the machine and its load (both tools see the same load, interleaved).
+
+    python benchmarks/bench_noc.py [--repeats 3] [--rate 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=0.2)
+    ap.add_argument("--booksim", default=None)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_noc.json"))
+    a = ap.parse_args(argv)
+    from validate_booksim import find_booksim, run_booksim
+    binary = Path(a.booksim) if a.booksim else find_booksim()
+    if binary is None:
+        print("bench_noc: BookSim2 binary not found; nothing to compare")
+        return 0
+    cfg = binary.parent / "configs" / "mesh88_uniform.cfg"
+    from nuna_jax.noc import load_config
+    from nuna_jax.noc.sim import simulate_noc
+    nodes = load_config(cfg).nodes
+    simulate_noc(path=cfg, overrides=[f"injection_rate={a.rate}"], seed=0)  # load numba's compiled loop
+    rows = []
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUNA_JAX_CACHE_DIR="")
+    for rep in range(a.repeats):
+        ov = [f"injection_rate={a.rate}"]
+        b = run_booksim(binary, cfg, ov + [f"seed={rep}"])
+        b_fhs = b["flit_hops"] / b["wall_s"]
+        n = simulate_noc(path=cfg, overrides=ov, seed=rep)
+        n_fh = n["cycles"] * nodes * n["accepted_flit_rate"] * n["hops_avg"]
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "nuna_jax", "noc", str(cfg), *ov, "--seed", str(rep), "--json"],
+                       env=env, capture_output=True, check=True)
+        proc = time.perf_counter() - t0
+        rows.append({"seed": rep, "booksim": {"wall_s": b["wall_s"], "cycles": b["cycles"], "flit_hops": b["flit_hops"],
+                                              "flit_hops_per_s": b_fhs, "packet_latency_avg_cycles": b["packet_latency_avg_cycles"]},
+                     "nuna_jax": {"wall_s": n["wall_s"], "process_wall_s": proc, "cycles": n["cycles"], "flit_hops": n_fh,
+                                  "flit_hops_counted": n["flit_hops"], "flit_hops_per_s": n_fh / n["wall_s"],
+                                  "flit_hops_per_s_process": n_fh / proc,
+                                  "packet_latency_avg_cycles": n["packet_latency_avg_cycles"]},
+                     "speedup": (n_fh / n["wall_s"]) / b_fhs, "speedup_process": (n_fh / proc) / b_fhs})
+        r = rows[-1]
+        print(f"seed {rep}: booksim {b['wall_s']:.2f} s {b_fhs / 1e3:.0f} k flit-hops/s | nuna-jax {n['wall_s']:.3f} s "
+              f"{r['nuna_jax']['flit_hops_per_s'] / 1e3:.0f} k flit-hops/s (x{r['speedup']:.1f}); whole command "
+              f"{proc:.2f} s (x{r['speedup_process']:.1f})", flush=True)
+    med = sorted(r["speedup"] for r in rows)[len(rows) // 2]
+    medp = sorted(r["speedup_process"] for r in rows)[len(rows) // 2]
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    doc = {"config": cfg.name, "injection_rate": a.rate, "cpus": os.cpu_count(), "loadavg": load,
+           "rows": rows, "median_speedup": med, "median_speedup_process": medp}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"median speedup in flit-hops/s: x{med:.1f} (simulation), x{medp:.1f} (whole command); wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

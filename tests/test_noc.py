@@ -1,0 +1,235 @@
+"""``nuna-jax noc`` (issue 21 items 2-3): BookSim2 configuration files, hand-computed zero-load
+latencies, invariants, bad inputs (exit 2 naming the key), and BookSim2 itself where its binary
+is present (skipped cleanly elsewhere)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nuna_jax.noc import load_config
+from nuna_jax.noc.sim import simulate_noc, zero_load_latency
+
+ROOT = Path(__file__).resolve().parents[1]
+_BS = [ROOT / "shared" / "tools" / "booksim2" / "booksim", ROOT.parent / "shared" / "tools" / "booksim2" / "booksim",
+       Path("/work/shared/tools/booksim2/booksim")]
+BOOKSIM = next((p for p in _BS if p.is_file() and os.access(p, os.X_OK)), None)
+needs_booksim = pytest.mark.skipif(BOOKSIM is None, reason="BookSim2 binary (../shared/tools/booksim2) absent")
+
+# 2x2 mesh, bit-complement traffic: every packet crosses exactly 2 links (3 routers)
+SMALL = """// every packet to the opposite corner
+topology = mesh;
+k = 2;
+n = 2;
+routing_function = dor;
+traffic = bitcomp;
+injection_rate = 0.002;
+sample_period = 2000;
+"""
+
+
+def _small(**kw):
+    return load_config(text=SMALL, overrides=[f"{k}={v}" for k, v in kw.items()])
+
+
+@pytest.mark.parametrize("kw, want", [
+    ({}, 2 + 3 * (1 + 1 + 1 + 2)),                                         # 17: BookSim2's defaults
+    ({"routing_delay": 0}, 2 + 3 * 4),                                     # 14
+    ({"vc_alloc_delay": 2}, 2 + 3 * 6),                                    # 20
+    ({"packet_size": 5}, 2 + 3 * 5 + 4),                                   # 21: + serialization
+    ({"packet_size": 20, "num_vcs": 8, "routing_delay": 0, "credit_delay": 2, "input_speedup": 2,
+      "wait_for_tail_credit": 1}, 2 + 3 * 4 + 19),                         # 33: mesh88_lat's router
+    ({"topology": "torus", "k": 4, "n": 1}, 2 + 2 * 5),                    # 12: one link each (wrap links too)
+])
+def test_zero_load_latency_hand_computed(kw, want):
+    cfg = _small(**kw)
+    assert zero_load_latency(cfg) == want
+    r = simulate_noc(cfg)
+    assert not r["unstable"]
+    assert r["packet_latency_min_cycles"] == want          # an uncontended packet: exactly the pipeline
+    assert want <= r["packet_latency_avg_cycles"] < want * 1.04   # rare contention at 0.002 packets/cycle
+    assert r["hops_avg"] == pytest.approx(3.0 if kw.get("topology") != "torus" else 2.0)
+
+
+def test_credit_loop_limits_small_buffers():
+    # one buffer slot per VC: each flit of a 5-flit packet waits for the credit of the one before
+    fast = simulate_noc(_small(packet_size=5, vc_buf_size=8))
+    slow = simulate_noc(_small(packet_size=5, vc_buf_size=1))
+    slower = simulate_noc(_small(packet_size=5, vc_buf_size=1, credit_delay=2))   # default 0
+    assert fast["packet_latency_min_cycles"] == 21
+    assert slow["packet_latency_min_cycles"] > 30
+    assert slower["packet_latency_min_cycles"] == slow["packet_latency_min_cycles"] + 2 * 4  # +2 cycles per flit
+
+
+def test_uniform_invariants():
+    cfg = load_config(text="topology = mesh; k = 8; n = 2; routing_function = dor; traffic = uniform;",
+                      overrides=["injection_rate=0.15", "sample_period=500"])
+    r = simulate_noc(cfg, seed=3)
+    assert not r["unstable"]
+    assert r["accepted_flit_rate"] == pytest.approx(0.15, rel=0.05)      # below saturation: accepted = offered
+    assert r["hops_avg"] == pytest.approx(1 + 2 * 63 / 24, rel=0.02)       # 6.25 routers (self included)
+    assert r["packet_latency_avg_cycles"] >= zero_load_latency(cfg) - 0.5
+    assert r["network_latency_avg_cycles"] <= r["packet_latency_avg_cycles"]
+    assert r["flit_hops"] > 0 and r["cycles"] >= 4 * 500
+    again = simulate_noc(cfg, seed=3)
+    assert again["packet_latency_avg_cycles"] == r["packet_latency_avg_cycles"]     # a seed is a run
+
+
+def test_overload_is_unstable():
+    cfg = load_config(text="topology = mesh; k = 4; n = 2; routing_function = dor; traffic = transpose;",
+                      overrides=["injection_rate=0.9", "sample_period=300"])
+    r = simulate_noc(cfg)
+    assert r["unstable"]
+    assert r["accepted_flit_rate"] < 0.9
+
+
+@pytest.mark.parametrize("traffic", ["transpose", "bitcomp", "bitrev", "shuffle", "tornado", "neighbor"])
+def test_patterns_run(traffic):
+    cfg = load_config(text=f"topology = torus; k = 4; n = 2; routing_function = dor; traffic = {traffic};",
+                      overrides=["injection_rate=0.05", "sample_period=300"])
+    r = simulate_noc(cfg)
+    assert not r["unstable"] and r["packets_measured"] > 0
+    assert r["packet_latency_min_cycles"] >= 2 + 5   # at least one router
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUNA_JAX_CACHE_DIR="")
+    return subprocess.run([sys.executable, "-m", "nuna_jax", "noc", *args], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=ROOT)
+
+
+@pytest.mark.parametrize("text, overrides, key", [
+    (SMALL + "bogus_key = 3;\n", [], "bogus_key"),
+    (SMALL, ["frobnicate=1"], "frobnicate"),
+    (SMALL, ["k=100000"], "'k'"),
+    (SMALL, ["k=40", "n=3"], "'k' and 'n'"),
+    (SMALL, ["injection_rate=-0.1"], "injection_rate"),
+    (SMALL, ["injection_rate=nan"], "injection_rate"),
+    (SMALL, ["num_vcs=0"], "num_vcs"),
+    (SMALL, ["vc_buf_size=2.5"], "vc_buf_size"),
+    (SMALL, ["vc_allocator=separable_input_first"], "vc_allocator"),
+    (SMALL, ["sim_type=throughput"], "sim_type"),
+    (SMALL, ["topology=fly"], "topology"),
+    (SMALL, ["input_speedup=32"], "input_speedup"),
+    (SMALL, ["injection_rate={0.1,0.2}"], "injection_rate"),
+    (SMALL.replace("k = 2;", "k = 3;"), [], "traffic"),
+    ("topology = mesh\nk 8;\n", [], "k 8"),
+])
+def test_bad_config_exits_2_naming_the_key(tmp_path, text, overrides, key):
+    f = tmp_path / "bad.cfg"
+    f.write_text(text)
+    r = _cli(str(f), *overrides)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], r.stderr
+
+
+def test_cli_json_and_sweep(tmp_path):
+    f = tmp_path / "small.cfg"
+    f.write_text(SMALL)
+    r = _cli(str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for k in ("packet_latency_avg_cycles", "network_latency_avg_cycles", "accepted_flit_rate", "hops_avg", "cycles",
+              "flit_hops", "wall_s"):
+        assert k in d
+    assert d["packet_latency_min_cycles"] == 17
+    png = tmp_path / "sweep.png"
+    t = tmp_path / "t44.cfg"
+    t.write_text("topology = mesh; k = 4; n = 2; routing_function = dor; traffic = transpose; sample_period = 300;")
+    r = _cli(str(t), "--sweep-rate", "0.1:0.7:0.3", "--plot", str(png), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [p["injection_rate"] for p in d["points"]] == [0.1, 0.4, 0.7]
+    assert d["points"][-1]["unstable"]
+    assert 0.1 < d["saturation"]["injection_rate"] < 0.4 and png.stat().st_size > 1000
+    assert _cli(str(f), "--sweep-rate", "0.5:0.1:0.1").returncode == 2
+    assert _cli(str(f), "--plot", str(png)).returncode == 2
+    assert _cli(str(tmp_path / "missing.cfg")).returncode == 2
+    assert _cli(str(f), "k=40", "--max-work", "0.5").returncode == 2          # 1,600 nodes > 512
+    assert _cli(str(f), "k=4", "--max-work", "0.001").returncode == 2         # 16 nodes > 1
+
+
+@pytest.mark.skipif(os.environ.get("NUNA_JAX_NO_NUMBA") is not None, reason="already the fallback")
+def test_plain_python_fallback_agrees_on_zero_load():
+    code = ("from nuna_jax.noc import load_config; from nuna_jax.noc.sim import simulate_noc\n"
+            "import json, sys\ncfg = load_config(text=sys.argv[1], overrides=['sample_period=200', 'max_samples=5'])\n"
+            "r = simulate_noc(cfg); print(json.dumps([r['engine'], r['packet_latency_min_cycles'], r['hops_avg']]))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUNA_JAX_NO_NUMBA="1")
+    r = subprocess.run([sys.executable, "-c", code, SMALL], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["python", 17.0, 3.0]
+
+
+# ---------------------------------------------------------------- BookSim2 itself
+
+
+def _booksim(cfgpath, *overrides):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from validate_booksim import run_booksim
+    return run_booksim(BOOKSIM, Path(cfgpath), list(overrides))
+
+
+@needs_booksim
+@pytest.mark.parametrize("extra", [[], ["routing_delay=0"], ["packet_size=5", "vc_buf_size=3", "credit_delay=2"],
+                                   ["packet_size=20", "num_vcs=8", "routing_delay=0", "credit_delay=2",
+                                    "input_speedup=2", "wait_for_tail_credit=1"]])
+def test_zero_load_equals_booksim(tmp_path, extra):
+    f = tmp_path / "small.cfg"
+    f.write_text(SMALL)
+    import re
+    out = subprocess.run([str(BOOKSIM), str(f), *extra], capture_output=True, text=True, timeout=600).stdout
+    bs_min = float(re.findall(r"Packet latency average = [-0-9.e]+ \(1 samples\)\s+minimum = ([0-9.]+)", out)[-1])
+    r = simulate_noc(load_config(f, extra))
+    assert r["packet_latency_min_cycles"] == bs_min
+
+
+@needs_booksim
+def test_uniform_latency_within_5_percent_of_booksim():
+    cfg = BOOKSIM.parent / "configs" / "mesh88_uniform.cfg"
+    b = _booksim(cfg, "injection_rate=0.1", "sample_period=500")
+    n = simulate_noc(load_config(cfg, ["injection_rate=0.1", "sample_period=500"]))
+    assert n["packet_latency_avg_cycles"] == pytest.approx(b["packet_latency_avg_cycles"], rel=0.05)
+    assert n["accepted_flit_rate"] == pytest.approx(b["accepted_flit_rate"], rel=0.05)
+    assert n["hops_avg"] == pytest.approx(b["hops_avg"], rel=0.03)
+
+
+# ---------------------------------------------------------------- the committed validation record
+
+
+def _record():
+    return json.loads((ROOT / "experiments" / "out" / "validate_booksim.json").read_text())["results"]
+
+
+def test_committed_validation_zero_load_and_saturation():
+    res = _record()
+    assert {r["config"] for r in res} >= {"mesh88_uniform.cfg", "mesh88_lat.cfg"}
+    assert len({r["vc_buf_size"] for r in res}) >= 2
+    for r in res:
+        assert len(r["points"]) >= 5
+        u = r["uncontended_packet_latency_cycles"]
+        assert u["booksim"] == u["nuna_jax"], (r["config"], r["vc_buf_size"])          # equal in cycles
+        assert r["saturation_rel_err"] is not None and abs(r["saturation_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"])
+        assert any(not p["below_saturation"] for p in r["points"])                     # the sweep reaches saturation
+
+
+def test_committed_validation_latency_well_below_saturation():
+    # within 5 % of BookSim2 at every rate up to 60 % of BookSim2's saturation rate
+    for r in _record():
+        sat = r["saturation"]["booksim"]["injection_rate"]
+        pts = [p for p in r["points"] if p["injection_rate"] <= 0.6 * sat]
+        assert len(pts) >= 2
+        for p in pts:
+            assert abs(p["latency_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"], p["injection_rate"])
+
+
+@pytest.mark.xfail(strict=True, reason="open: just below saturation the model's average latency is 10-15 % under "
+                                       "BookSim2's (docs/noc.md 'What differs')")
+def test_committed_validation_latency_at_every_rate_below_saturation():
+    for r in _record():
+        for p in r["points"]:
+            if p["below_saturation"]:
+                assert abs(p["latency_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"], p["injection_rate"])
