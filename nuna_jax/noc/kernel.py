@@ -23,22 +23,10 @@ switch ``vc_alloc_delay`` cycles after the grant; body flits follow one per cycl
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
-try:
-    if os.environ.get("NUNA_JAX_NO_NUMBA"):
-        raise ImportError("numba disabled by NUNA_JAX_NO_NUMBA")
-    import numba as _numba
-
-    HAVE_NUMBA = True
-    _jit = _numba.njit(cache=True, nogil=True)
-except Exception:  # pragma: no cover - exercised only without numba
-    HAVE_NUMBA = False
-
-    def _jit(f):
-        return f
+from ..numba_jit import HAVE_NUMBA, jit as _jit  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 # indices into the integer parameter vector
 (P_N, P_K, P_DIMS, P_PORTS, P_V, P_B, P_S, P_PS, P_RD, P_VAD, P_SAD, P_CD, P_WFTC, P_TORUS, P_QCAP,

@@ -21,20 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import os
 
-try:  # optional accelerator (docs/simulator.md, "Engines"); NUNA_JAX_NO_NUMBA=1 forces the fallback
-    if os.environ.get("NUNA_JAX_NO_NUMBA"):
-        raise ImportError("numba disabled by NUNA_JAX_NO_NUMBA")
-    import numba as _numba
-
-    HAVE_NUMBA = True
-    _jit = _numba.njit(cache=True, nogil=True)
-except Exception:  # pragma: no cover - exercised only without numba
-    HAVE_NUMBA = False
-
-    def _jit(f):
-        return f
+from ..numba_jit import HAVE_NUMBA, jit as _jit  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB",
            "S_RECN", "S_RECT", "uncontended_rows",
