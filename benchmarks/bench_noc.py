@@ -1,4 +1,4 @@
-"""Speed of ``nuna-jax noc`` against BookSim2, side by side in one run on one machine (issue 21).
+"""Speed of ``nuna-jax noc`` against BookSim2, side by side in one run on one machine.
 
 BookSim2's own 8x8 uniform configuration (``mesh88_uniform.cfg``) at injection rate 0.2: each
 tool runs ``--repeats`` times alternately (seeds 0, 1, ...); flit-hops per second = cycles x nodes

@@ -1,4 +1,4 @@
-"""Speed of the placement search (issue 19): the 8-GPU 1 MB All-Gather search (no baselines) with its
+"""Speed of the placement search: the 8-GPU 1 MB All-Gather search (no baselines) with its
 simulator checks, timed end to end, split into tables, compile, descent, rounding, local search
 and simulation.  Two runs in one process: the first pays the compiles (JAX and numba), the
 second shows the warm cost.

@@ -155,7 +155,7 @@ def table_md(rows) -> str:
 
 
 def criteria(rows) -> dict:
-    """Issue 19's "Done when", counted over the cases (means over seeds of simulated ns)."""
+    """The acceptance criteria, counted over the cases (means over seeds of simulated ns)."""
     import numpy as np
     ok = [r for r in rows if "error" not in r]
     nd = [r["no_descent"] / r["search"] for r in ok if r["no_descent"]]

@@ -1,4 +1,4 @@
-"""Validate ``nuna-jax noc`` against BookSim2 (issue 21 item 3; docs/noc.md "Validation").
+"""Validate ``nuna-jax noc`` against BookSim2 (docs/noc.md "Validation").
 
 Runs both tools on the same BookSim2 configuration files -- the two shipped beside the binary
 (``mesh88_uniform.cfg``: 8x8 mesh, uniform, 1-flit packets, BookSim2 defaults; ``mesh88_lat.cfg``:

@@ -1,1 +1,1 @@
-"""The differentiable NAP/NAR placement search (issue 12; docs/optim.md)."""
+"""The differentiable NAP/NAR placement search (docs/optim.md)."""

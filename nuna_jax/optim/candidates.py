@@ -1,5 +1,5 @@
 """Candidate tables of the placement search and the assembly of a discrete
-placement from one candidate index per threadblock (issue 12, items 1 and 4).
+placement from one candidate index per threadblock.
 
 A *candidate* of threadblock ``t`` is a NAR domain ``d`` (at one routing
 granularity ``g``) together with a CU near that domain's ports.  Candidate 0

@@ -1,4 +1,4 @@
-"""The Optax loop (issue 12, item 3): ``lax.scan`` over steps under ``jit``,
+"""The Optax loop: ``lax.scan`` over steps under ``jit``,
 restarts in one ``vmap``.
 
 Schedules over the run (step ``k`` of ``K``, ``f = k / (K - 1)``):
@@ -12,7 +12,7 @@ Schedules over the run (step ``k`` of ``K``, ``f = k / (K - 1)``):
 
 Dual ascent on the CU budget after every step: ``lam <- lam + rho * v``.
 
-``straight_through_from`` (issue 19, item 2; off by default, 1.0 or more): from that fraction of
+``straight_through_from`` (off by default, 1.0 or more): from that fraction of
 the run on, the loss is evaluated at a *hard* placement, a Gumbel-max sample
 ``one_hot(argmax(logits + G))`` (every restart-step one sample), and the gradient is the
 softmax's (straight-through Gumbel-softmax): the loss then is the smooth time of a discrete

@@ -1,5 +1,5 @@
 """``optimize``: the placement search and its baselines at one budget, judged by the exact
-simulator (issue 19; docs/optim.md).
+simulator (docs/optim.md).
 
 The space (:mod:`.space`): per threadblock ``C`` candidates (a NAR domain and a CU near its
 ports), per page group ``K`` candidate HBM stacks; the all-zero point is NAP+NAR.
@@ -249,7 +249,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         baselines_out[name] = {"simulated_ns": bs, "estimate_ns": be, "source": bl,
                                "speedup_vs_nap_nar": nap_ns / bs, "path_model_evals": bev.n_evals,
                                "simulator_calls": len(brows)}
-    # the gap (issue 19, item 2): the loss at the end of the descent, evaluated at its argmax (the
+    # the gap: the loss at the end of the descent, evaluated at its argmax (the
     # straight-through loss's forward value there: the smooth estimate at the last temperature; the
     # penalties are 0 at a repaired point), against the simulated time of that argmax
     gap = {"relaxed_ns": None, "argmax_simulated_ns": None, "relaxed_vs_argmax_simulated": None,

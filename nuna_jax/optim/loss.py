@@ -1,4 +1,4 @@
-"""The loss of the relaxed placement (issue 12, item 2).
+"""The loss of the relaxed placement.
 
     loss = T_smooth(expected traffic; tau)                      (docs/model.md, smooth estimate)
          + sum_cu [ lam_cu * v_cu + rho / 2 * v_cu^2 ]          (augmented Lagrangian, CU budget)

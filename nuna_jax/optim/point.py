@@ -1,4 +1,4 @@
-"""Searches over the points of :class:`.space.Space`, budgeted by count (issue 19, items 2-4).
+"""Searches over the points of :class:`.space.Space`, budgeted by count.
 
 Every search spends *path-model evaluations*: one evaluation is the analytical estimate
 (``estimate_phases`` of the path model, docs/analytical.md) of one repaired point not evaluated
@@ -7,7 +7,7 @@ the straight-through loss (:func:`st_value_and_grad`) is charged :func:`vg_cost`
 ``2 x`` (its rows / the rows of one evaluation), the upper end of the ratio measured on the
 2-core CPU (``benchmarks/bench_optim.py --vg-cost``).  Nothing reads the clock.
 
-The loss (issue 19, item 2): the smooth estimate (docs/model.md) of a *hard* point, a
+The loss: the smooth estimate (docs/model.md) of a *hard* point, a
 Gumbel-max sample ``x = argmax(z + G)`` of the logits, plus augmented-Lagrangian penalties on
 the CU request budget and the stack page budget; its gradient is the straight-through one
 (Gumbel-softmax, Jang et al. 2017): the forward pass is the discrete point, the backward pass

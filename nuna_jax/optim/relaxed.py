@@ -1,4 +1,4 @@
-"""The relaxed placement and its expected traffic (issue 12, item 1;
+"""The relaxed placement and its expected traffic (see
 shared/ARCHITECTURE.md, "How a relaxed placement crosses the seam").
 
 A relaxed placement is a plain pytree of logits ``[n_tbs, C]``: threadblock

@@ -1,4 +1,4 @@
-"""Discrete searches over candidate choices, budgeted by count (issue 19, items 3 and 4).
+"""Discrete searches over candidate choices, budgeted by count.
 
 Every search here spends *path-model evaluations*: one evaluation is the
 analytical estimate (``models.contention.estimate_ns``) of one assembled

@@ -1,4 +1,4 @@
-"""The search space of issue 19, item 1: every NAP decision as its own variable, and the
+"""The search space: every NAP decision as its own variable, and the
 factored traffic tables that evaluate any point of it without lowering (docs/optim.md).
 
 Variables (one integer vector ``x``; ``x[:n_tbs]`` threadblocks, ``x[n_tbs:]`` page groups):
