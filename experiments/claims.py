@@ -346,8 +346,9 @@ def nuna_rows(S: Sources) -> list[Row]:
     range_why = ("see 'up to 1.8x' above; at 1 MB NAP puts a GPU's 7 threadblocks on the two routers nearest "
                  "its ports and its source pages on the nearest stack: under XY routing every read response "
                  "turns into the CUs' column at the edge row and crosses one vertical mesh link (833 B/ns; 3,423 "
-                 "flits, 1,051 ns busy), whichever of the stack's 3 channel routers it leaves from "
-                 "(docs/policies.md, D2b)")
+                 "flits, 1,051 ns busy, counted under the earlier per-page stack budget; under the served budget the "
+                 "completion tail is still on the mesh links, docs/readings.md), whichever of the stack's 3 channel "
+                 "routers it leaves from (docs/policies.md, D2b)")
     for n, lab in ((10**5, "100 kB"), (10**6, "1 MB")):
         add(Row("NUNA 6.7", f"NAP+NAR over UA, 8-GPU All-Gather {lab}: 1.5-1.9x (collectives up to 1 MB)",
                 (1.5, 1.9), sp12.get(n), f12src, "estimate", why=range_why, would="experiments/fig12_size.py"))
@@ -361,8 +362,17 @@ def nuna_rows(S: Sources) -> list[Row]:
         v = u["sim_ns"] / x["sim_ns"] if u and x else None
         if pv is None:
             continue
+        rd = [r for r in (_dig(S.get("readings.json"), "readings") or []) if str(n) in (r.get("cases") or {})]
+        sp = {r["name"]: r["cases"][str(n)].get("speedup") for r in rd}
+        sp = {k: x for k, x in sp.items() if x is not None}
+        over = ""
+        if sp:
+            dflt = next((r["name"] for r in rd if r.get("default")), None)
+            over = (f"over the paper's open readings (docs/readings.md: read responses on the mesh links or not, "
+                    f"833 or 1,667 B/ns per link) {min(sp.values()):.2f}-{max(sp.values()):.2f}x"
+                    + (f", default ({dflt}) {sp[dflt]:.2f}x" if dflt in sp else "") + "; ")
         add(Row("NUNA 6.7", f"the same, {lab}, 7 threadblocks per GPU, exact simulator", pv, v, ssim, "simulator",
-                why=range_why, would="experiments/fidelity_device.py --only sensitivity (a many-core host)"))
+                why=over + range_why, would="experiments/fidelity_device.py --only sensitivity (a many-core host)"))
     hl = best_by_sim(S.get("headline.jsonl"), lambda r: (r["variant"], int(r["size"]), r["policy"]))
     hsrc = S.src("headline.jsonl")
     for n, lab in ((10**5, "100 kB"), (10**6, "1 MB")):
