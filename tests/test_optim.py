@@ -265,7 +265,7 @@ def test_optimize_cli_msccl_plan_json_keys(capsys, tmp_path):
     xml = str(Path(__file__).parent / "data" / "ag2_direct.xml")
     f = tmp_path / "p.json"
     assert main(["optimize", "--plan", xml, "--size", "1MB", "--steps", "5", "--seeds", "2", "--search-s", "0.5",
-                 "--budget", "200", "--save", str(f), "--json"]) == 0
+                 "--budget", "400", "--save", str(f), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     for k in KEYS:
         assert isinstance(d[k], float), k
