@@ -2,7 +2,8 @@
 
 Memory: JAX keeps every compiled executable (and its traced jaxpr) for the life of the process, so a
 single ``python -m pytest`` process grew to about 6 GB over the suite's ~3,000 compiles.  After each
-test module, when the process holds more than ``NUNA_TEST_RSS_MB`` (default 1500) MB, the compilation
+test module, when the process holds more than ``NUNA_TEST_RSS_MB`` (default 1500) MB (split evenly
+between pytest-xdist workers), the compilation
 caches are dropped (``jax.clear_caches``): the peak stays near that figure plus one module's growth,
 and the few functions shared between modules compile again (a few CPU seconds over the suite, where
 clearing after every module would cost about a minute).
@@ -16,7 +17,8 @@ import sys
 
 import pytest
 
-_LIMIT_MB = float(os.environ.get("NUNA_TEST_RSS_MB", "1500"))
+# the budget is for the whole run: pytest-xdist workers (PYTEST_XDIST_WORKER_COUNT) share it
+_LIMIT_MB = float(os.environ.get("NUNA_TEST_RSS_MB", "1500")) / max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 def _rss_mb() -> float | None:
