@@ -118,6 +118,6 @@ def test_vmap_over_stacked_systems_equals_single_calls():
     # and over a batch of same-shape Traffic tables
     ts = [_random_traffic(base, n=100 + 50 * k, seed=10 + k) for k in range(3)]
     stacked = C.stack_traffic(ts)
-    many = jax.vmap(lambda tt: C.path_costs(base, tt, n_phases=1))(stacked)
+    many = jax.jit(jax.vmap(lambda tt: C.path_costs(base, tt, n_phases=1)))(stacked)   # jit: one compile, not op by op
     for k, tt in enumerate(ts):
         assert float(many.estimate_ns[k]) == pytest.approx(C.evaluate(base, tt)["time_ns"], rel=1e-5)

@@ -236,3 +236,12 @@ def test_placement_without_tb_gpu_is_a_clear_error(scen):
     pl = dataclasses.replace(sc.placement, tb_gpu=None)
     with pytest.raises(ValueError, match="tb_gpu"):
         plots.socket_figure(sc.system, pl, sc.traffic)
+
+
+def test_save_stays_the_function_after_the_save_submodule_is_imported():
+    """``import nuna_jax.plots.save`` (every experiment does) must not shadow ``plots.save``: it did,
+    and every later ``--plot`` exited 1 (found when the suite ran in another order)."""
+    import importlib
+    importlib.import_module("nuna_jax.plots.save")
+    from nuna_jax import plots as p
+    assert callable(p.save) and p.save is importlib.import_module("nuna_jax.plots.io").save

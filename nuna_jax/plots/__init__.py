@@ -22,7 +22,10 @@ tested against independent sums); :mod:`nuna_jax.plots.draw` only draws.
 from .data import (cu_domains, link_utilization, port_bytes, port_latency_ns, resource_utilization,
                    stack_bytes)
 from .figures import compare_figure, latency_map_figure, simulation_figure, socket_figure
-from .io import save
+# the submodule nuna_jax.plots.save (save_figure) is loaded first: importing it later would rebind the
+# package attribute ``save`` to the module, and ``plots.save(fig, path)`` (the CLI's --plot) would fail
+from . import save as _save_figure_module  # noqa: F401,E402
+from .io import save  # noqa: E402
 
 __all__ = ["socket_figure", "compare_figure", "simulation_figure", "latency_map_figure", "save",
            "port_bytes", "stack_bytes", "cu_domains", "link_utilization", "resource_utilization",

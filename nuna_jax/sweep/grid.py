@@ -26,6 +26,7 @@ raises ``ValueError`` naming the axis and the allowed values.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from pathlib import Path
@@ -54,11 +55,13 @@ SCENARIO_AXES = {"model": "path", "system": None, "collective": "allgather", "si
                  "stat": "mean"}
 
 
+@functools.cache   # System's fields are fixed: _canon asks once per grid value
 def continuous_fields() -> tuple[str, ...]:
     """``System`` fields that are pytree leaves (vmap-able, differentiable)."""
     return tuple(f.name for f in dataclasses.fields(System) if f.metadata.get("pytree_node", True))
 
 
+@functools.cache
 def static_fields() -> tuple[str, ...]:
     """``System`` fields that fix shapes (a change re-traces); ``name`` excluded."""
     return tuple(f.name for f in dataclasses.fields(System)
