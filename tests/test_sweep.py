@@ -247,5 +247,7 @@ def test_sim_rows_equal_the_simulator(tmp_path):
     c = _cols(out)
     for k, pol in enumerate(("UA", "NAP+NAR")):
         s = preset("table2", n_gpus=2)
-        want = simulate(s, make_scenario(s, collective="allgather", size_bytes=10**5, policy=pol).traffic)
+        sc = make_scenario(s, collective="allgather", size_bytes=10**5, policy=pol, tbs_per_gpu="best")
+        want = simulate(s, sc.traffic)      # the sweep's default threadblocks: "best", as make_scenario's
         assert c["time_ns"][k] == want.completion_ns
+        assert c["tbs_used"][k] == int(sc.plan.tbs_per_gpu.max())
