@@ -70,6 +70,8 @@ def diagnose(case):
 
 
 def main(argv=None) -> int:
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="All-Gather at 100 kB and 3 MB only")

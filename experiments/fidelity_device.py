@@ -95,6 +95,8 @@ def _weight(c: dict) -> float:
 
 
 def main(argv=None) -> int:
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "out"))

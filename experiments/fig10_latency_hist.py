@@ -37,6 +37,8 @@ def zero_load_store_ns(s, t):
 
 
 def main(out_dir=None):
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     s = preset("table2", n_gpus=8)
     out = {"system": "table2", "n_gpus": 8, "collective": "allgather", "size_bytes": 10**6,
            "bin_ns": BIN_NS, "paper": PAPER, "policies": {}}

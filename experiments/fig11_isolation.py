@@ -44,6 +44,8 @@ PAPER = {
 
 
 def main(argv=None) -> int:
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-sim", action="store_true", help="skip the exact simulator column")
     ap.add_argument("--tbs-mults", default=",".join(str(m) for m in TBS_BEST_MULTIPLES),

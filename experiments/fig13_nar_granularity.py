@@ -37,6 +37,8 @@ PAPER = {"claims": ["1,008 threadblocks per GPU: the finest granularity (12 NAR 
 
 
 def main(argv=None) -> int:
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-sim", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "results" / NAME))

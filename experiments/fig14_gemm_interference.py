@@ -43,6 +43,8 @@ def threshold(sizes, speed, level):
 
 
 def main(argv=None):
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="four GEMM sizes (0.5, 2, 8, 32 MB) instead of nine")

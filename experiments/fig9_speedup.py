@@ -94,6 +94,8 @@ def _case(case) -> tuple[list, list]:
 
 
 def main(argv=None) -> int:
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (for smoke tests)")
     ap.add_argument("--max-size-64", type=float, default=1e6, help="largest size run at 64 GPUs (bytes)")

@@ -239,6 +239,8 @@ def write_md(data: dict, path: Path = OUT_MD) -> None:
 
 
 def main(argv=None) -> int:
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(OUT_JSON.parent), help="folder of readings.json (default experiments/out)")
     ap.add_argument("--md-only", action="store_true", help="regenerate docs/readings.md from the JSON only")

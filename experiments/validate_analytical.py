@@ -37,6 +37,8 @@ POLICIES = ("ua", "ua+nar", "numa+nar", "nap+nar")
 
 
 def main():
+    from nuna_jax import cache
+    cache.use_scenarios(True)      # scenarios built once are read back on the next run (nuna_jax.cache)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a 2-GPU, 100 kB subset (smoke test)")
     ap.add_argument("--out", default=None, metavar="DIR",

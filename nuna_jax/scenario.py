@@ -129,15 +129,25 @@ def make_scenario(system: System, *, collective: str | None = None, plan_file: s
     alignment of per-GPU slots in generated plans (default: the system's
     page, docs/policies.md "Modelling choices", D3).  ``limits`` (default :func:`limits.active`):
     the system and the plan's work (threadblocks, steps, pages) are checked before anything is
-    built, and every call inside uses the same limits (``WorkLimitError``).
+    built, and every call inside uses the same limits (``WorkLimitError``).  Where the scenario
+    store is on (:mod:`nuna_jax.cache`: the command line, the experiments), a scenario built
+    before from the same inputs and model code is read back instead of rebuilt.
     """
+    from . import cache
     from .limits import active, using
     lim = active(limits)
+    args = dict(collective=collective, plan_file=plan_file, size_bytes=size_bytes, policy=policy,
+                tbs_per_gpu=tbs_per_gpu, nar_granularity=nar_granularity, algorithm=algorithm,
+                elem_bytes=elem_bytes, options=options, slot_align_bytes=slot_align_bytes)
+    key = cache.scenario_key(system, args, lim.factor) if cache.scenarios_on() else None
+    hit = None if key is None else cache.load_scenario(key)
+    if hit is not None:
+        return hit
     with using(lim):
-        return _make_scenario(system, collective=collective, plan_file=plan_file, size_bytes=size_bytes,
-                              policy=policy, tbs_per_gpu=tbs_per_gpu, nar_granularity=nar_granularity,
-                              algorithm=algorithm, elem_bytes=elem_bytes, options=options,
-                              slot_align_bytes=slot_align_bytes, lim=lim)
+        sc = _make_scenario(system, **args, lim=lim)
+    if key is not None:
+        cache.store_scenario(key, sc)
+    return sc
 
 
 def _make_scenario(system, *, collective, plan_file, size_bytes, policy, tbs_per_gpu, nar_granularity, algorithm,

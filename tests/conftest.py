@@ -31,6 +31,23 @@ def _rss_mb() -> float | None:
         return None
 
 
+# nothing a test builds reaches the user's cache, and nothing of it reaches a test: every on-disk cache
+# (XLA programs, the scenario store; nuna_jax.cache) lives in a directory of this run, unless the
+# caller chose one (an empty NUNA_JAX_CACHE_DIR keeps them off)
+if "NUNA_JAX_CACHE_DIR" not in os.environ:
+    import tempfile
+    os.environ["NUNA_JAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="nuna_jax_test_cache_")
+
+
+@pytest.fixture(autouse=True)
+def _scenario_store_off():
+    """The command line turns the scenario store on for its process (an in-process ``main()`` call
+    too): turn it off again after each test, so that library tests build their scenarios."""
+    yield
+    from nuna_jax import cache
+    cache.use_scenarios(False)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _bounded_jax_caches():
     yield

@@ -85,21 +85,18 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 def use_compilation_cache() -> None:
     """Keep XLA's compiled programs between runs of the command (JAX's persistent compilation
-    cache): the second ``nuna-jax estimate`` on the same shapes skips most of the compile time.
-    Directory: ``$NUNA_JAX_CACHE_DIR`` (empty: off), else ``~/.cache/nuna_jax/xla``; an
-    unwritable directory just leaves the cache off.  Does not import jax: when jax is not loaded
-    yet, the setting goes through the environment variables jax reads when it is first imported."""
+    cache; the second ``nuna-jax estimate`` on the same shapes skips most of the compile time) and
+    built scenarios (:mod:`nuna_jax.cache`), under the cache root's ``xla/`` and ``scenarios/``
+    (``$NUNA_JAX_CACHE_DIR``, empty: off; else ``~/.cache/nuna_jax``); an unwritable directory just
+    leaves the cache off.  Does not import jax: when jax is not loaded yet, the setting goes through
+    the environment variables jax reads when it is first imported."""
     import os
-    d = os.environ.get("NUNA_JAX_CACHE_DIR")
-    if d == "":
+    from .. import cache
+    cache.use_scenarios(True)
+    d = cache.subdir("xla")
+    if d is None:
         return
-    d = d or os.path.join(os.path.expanduser("~"), ".cache", "nuna_jax", "xla")
-    try:
-        os.makedirs(d, exist_ok=True)
-        if not os.access(d, os.W_OK):
-            return
-    except OSError:  # no home, read-only file system
-        return
+    d = str(d)
     if "jax" not in sys.modules:
         os.environ["JAX_COMPILATION_CACHE_DIR"] = d
         os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1.0"

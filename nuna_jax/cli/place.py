@@ -91,8 +91,10 @@ def run(args) -> int:
     system = system_from_args(args)
     sc = scenario_from_args(args, system)
     out = {**summary(sc), **system_labels(args, system)}
-    from ..plots import socket_figure
-    write_plot(args, lambda: socket_figure(sc.system, sc.placement, sc.traffic))
+    def figure():
+        from ..plots import socket_figure          # matplotlib: only when a plot is asked for
+        return socket_figure(sc.system, sc.placement, sc.traffic)
+    write_plot(args, figure)
     if args.json:
         emit_json(out)
         return 0

@@ -257,15 +257,11 @@ def _stop_workers(ex) -> None:
 
 def _share_compilations() -> None:
     """Let spawned workers share XLA programs through JAX's persistent cache (env, inherited)."""
-    d = os.environ.get("NUNA_JAX_CACHE_DIR")
-    if d == "":
+    from ...cache import subdir
+    d = subdir("xla")
+    if d is None:
         return
-    d = d or os.path.join(os.path.expanduser("~"), ".cache", "nuna_jax", "xla")
-    try:
-        os.makedirs(d, exist_ok=True)
-    except OSError:
-        return
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", d)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(d))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 
