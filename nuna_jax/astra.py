@@ -526,8 +526,29 @@ def _message_count(alg: str, p: int) -> int:
     return p * (p - 1)
 
 
+def _algorithms(algorithm, n_dims: int) -> list:
+    """``None``, one algorithm for every dimension, or one per dimension (a list, or a comma-separated
+    string such as ``ring,direct,recursive`` -- as ASTRA-sim's ``all-reduce-implementation``)."""
+    if algorithm is None:
+        return [None] * n_dims
+    parts = [x.strip().lower() for x in algorithm.split(",")] if isinstance(algorithm, str) else \
+        [str(x).strip().lower() for x in algorithm]
+    alias = {"halvingdoubling": "recursive", "halving-doubling": "recursive", "hd": "recursive"}
+    parts = [alias.get(x, x) for x in parts]
+    if len(parts) == 1:
+        parts = parts * n_dims
+    if len(parts) != n_dims:
+        raise ValueError(f"{len(parts)} algorithms for a network of {n_dims} dimensions: give one, or one per "
+                         "dimension")
+    for a in parts:
+        if a not in ("ring", "direct", "recursive"):
+            raise ValueError(f"the analytical backends time ring, direct and recursive (halvingDoubling) "
+                             f"algorithms, not {a!r}")
+    return parts
+
+
 def backend_collective_ns(net: AstraNetwork, collective, size_bytes, backend: str = "unaware",
-                          algorithm=None, limits=None) -> dict:
+                          algorithm=None, limits=None, involved_dims=None) -> dict:
     """A collective on an ASTRA-sim network, each step timed by one analytical backend (integer ns).
 
     Hierarchical, as ASTRA-sim's system layer runs a collective over several dimensions: a
@@ -536,15 +557,25 @@ def backend_collective_ns(net: AstraNetwork, collective, size_bytes, backend: st
     Reduce-Scatter then the All-Gather; an All-to-All runs its whole send buffer over each
     dimension.  Within a dimension the steps are :func:`_rounds`'s; the dimension's groups use
     disjoint links, so one group is simulated.  Phases run one after the other.  ``size_bytes``
-    follows ``models.collectives`` (gathered output for All-Gather).  Not modelled: dataset splits
-    (one chunk per phase), the system layer's endpoint and reduction delays."""
+    follows ``models.collectives`` (gathered output for All-Gather: ASTRA-sim's All-Gather
+    ``comm_size`` is the per-NPU input, ``size_bytes / n_npus``; the per-dimension sizes are then
+    ASTRA-sim's exactly).  ``algorithm``: one for all dimensions or one per dimension
+    (:func:`_algorithms`); ``involved_dims``: a Chakra node's ``involved_dim`` (dimensions left out
+    do not take part).  Not modelled: dataset splits (one chunk per phase), the system layer's
+    endpoint and reduction delays."""
     backend = _backend(backend)
     c = COLLECTIVES[collective_code(collective)]
     n = _check_size(size_bytes)
-    dims = [d for d in range(net.n_dims) if net.npus_count[d] > 1]
-    algs = {d: algorithm or _DEFAULT_ALG[net.topology[d]] for d in dims}
-    if c == "all_to_all" and algorithm is None:   # halving-doubling has no All-to-All: direct instead
-        algs = {d: "direct" if a == "recursive" else a for d, a in algs.items()}
+    if involved_dims is None:
+        involved_dims = [True] * net.n_dims
+    involved_dims = [bool(x) for x in involved_dims]
+    if len(involved_dims) != net.n_dims:
+        raise ValueError(f"involved dimensions list {len(involved_dims)} entries; the network has {net.n_dims}")
+    dims = [d for d in range(net.n_dims) if net.npus_count[d] > 1 and involved_dims[d]]
+    per_dim = _algorithms(algorithm, net.n_dims)
+    algs = {d: per_dim[d] or _DEFAULT_ALG[net.topology[d]] for d in dims}
+    if c == "all_to_all":   # halving-doubling has no All-to-All: direct where it is only the default
+        algs = {d: "direct" if a == "recursive" and per_dim[d] is None else a for d, a in algs.items()}
     for a in set(algs.values()):
         if a not in ("ring", "direct", "recursive"):
             raise ValueError(f"the analytical backends time ring, direct and recursive algorithms, not {a!r}")

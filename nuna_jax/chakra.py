@@ -683,6 +683,10 @@ def _enc_attr(name: str, value) -> bytes:
         return b + _enc_varint(3 << 3 | 1) + struct.pack("<d", value)
     if isinstance(value, str):
         return b + _enc_field(29, 2, value.encode())
+    if isinstance(value, (list, tuple)) and all(isinstance(x, bool) for x in value):        # BoolList
+        return b + _enc_field(28, 2, _enc_field(1, 2, b"".join(_enc_varint(int(x)) for x in value)))
+    if isinstance(value, (list, tuple)) and all(isinstance(x, int) for x in value):         # Int64List
+        return b + _enc_field(10, 2, _enc_field(1, 2, b"".join(_enc_varint(x) for x in value)))
     raise TypeError(f"attribute {name}: unsupported value {value!r}")
 
 

@@ -131,6 +131,19 @@ def test_hierarchical_all_reduce(backend):
     assert r["time_ns"] == 2 * (ring + hd)
 
 
+def test_per_dimension_algorithms():
+    n = astra.parse_network("topology: [Ring, Switch]\nnpus_count: [4, 8]\nbandwidth: [100, 50]\n"
+                            "latency: [10, 500]\n")
+    r = astra.backend_collective_ns(n, "reduce_scatter", MiB, "unaware", "direct,ring")
+    assert [ph["algorithm"] for ph in r["phases"]] == ["direct", "ring"]
+    # dim 0 direct: one round of MiB/4 over 1 ring hop (neighbours) or 2 (the far one): the far one sets it
+    d0 = math.floor(2 * 10 + (MiB // 4) / bpns(100))
+    d1 = 7 * math.floor(1000 + (MiB // 4 // 8) / bpns(50))   # ring of 8 on a switch: 2 hops per step
+    assert r["time_ns"] == d0 + d1
+    with pytest.raises(ValueError, match="3 algorithms"):
+        astra.backend_collective_ns(n, "all_gather", MiB, "unaware", "ring,ring,ring")
+
+
 def test_backend_errors():
     with pytest.raises(ValueError, match="power-of-2"):
         astra.backend_collective_ns(net1("Switch", 6), "all_gather", MiB, "aware", "recursive")

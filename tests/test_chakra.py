@@ -56,9 +56,11 @@ def test_shipped_trace_on_a_network(tmp_path, capsys):
     net = switch_net(tmp_path, p=8, bw=50, lat=500)
     assert main(["trace", str(d), "--network", str(net), "--backend", "aware", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    # halving-doubling All-Gather of 1 MiB on a switch of 8: 128, 256, 512 KiB, 2 links each (aware)
-    want = sum(2 * math.floor(500 + x / bpns(50)) for x in (MiB // 8, MiB // 4, MiB // 2))
+    # ASTRA-sim's All-Gather comm_size is each NPU's input: halving-doubling on a switch of 8 sends
+    # 1, 2, 4 MiB (distance 4, 2, 1), each over 2 links (aware)
+    want = sum(2 * math.floor(500 + x / bpns(50)) for x in (MiB, 2 * MiB, 4 * MiB))
     assert out["collectives"][0]["time_ns"] == {"ASTRA-sim aware": want}
+    assert out["collectives"][0]["timed_size_bytes"] == 8 * MiB
     assert out["critical_path_ns"] == {"ASTRA-sim aware": want}
     assert out["size_cdf"] == [{"size_bytes": MiB, "fraction": 1.0}]
 
@@ -74,8 +76,9 @@ def test_shipped_trace_on_the_pod(kind, capsys):
     assert main(["trace", str(d), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     s = nj.preset("table2", n_gpus=8)
+    size = 8 * MiB if kind == "all_gather" else MiB      # All-Gather: comm_size is the per-rank input
     for p in ("ua", "nap+nar"):
-        want = nj.estimate(nj.make_scenario(s, kind.replace("_", ""), MiB, p))["time_ns"]
+        want = nj.estimate(nj.make_scenario(s, kind.replace("_", ""), size, p))["time_ns"]
         assert out["collectives"][0]["time_ns"][p.upper()] == pytest.approx(want, rel=1e-6)
     cp = out["critical_path_ns"]
     assert out["speedup"]["NAP+NAR"] == pytest.approx(cp["UA"] / cp["NAP+NAR"])
@@ -277,3 +280,22 @@ def test_fuzz_through_the_cli(tmp_path, capsys):
         rc = main(["trace", str(f), "--network", str(net)])
         assert rc in (0, 2), capsys.readouterr().err
         capsys.readouterr()
+
+
+def test_involved_dim_and_per_dimension_algorithms(tmp_path, capsys):
+    """A 2 x 4 network; the trace's All-Gather runs over dimension 1 only (involved_dim), ring there."""
+    net = tmp_path / "two.yml"
+    net.write_text("topology: [Ring, Switch]\nnpus_count: [2, 4]\nbandwidth: [100, 50]\nlatency: [10, 500]\n")
+    per = [[dict(id=1, type="COMM_COLL", comm_type=2, comm_size=MiB, involved_dim=[False, True])] for _ in range(8)]
+    d = write_ranks(tmp_path / "inv", per)
+    assert main(["trace", str(d), "--network", str(net), "--network-algorithm", "direct,ring", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # groups of 4 along dimension 1; ring All-Gather: 3 rounds of each NPU's 1 MiB input, 2 switch hops
+    want = 3 * math.floor(1000 + MiB / bpns(50))
+    c = out["collectives"][0]
+    assert c["involved_dim"] == [False, True] and c["timed_size_bytes"] == 4 * MiB
+    assert c["time_ns"] == {"ASTRA-sim unaware": want}
+    per = [[dict(id=1, type="COMM_COLL", comm_type=2, comm_size=MiB, involved_dim=[True])] for _ in range(8)]
+    d = write_ranks(tmp_path / "inv2", per)
+    err = _err(capsys, ["trace", str(d), "--network", str(net)])
+    assert "involved_dim" in err and "node 1" in err

@@ -38,8 +38,9 @@ def add_parser(sub) -> None:
                         "(--collective send: unaware)")
     p.add_argument("--src", type=int, default=None, metavar="A", help="with --network --collective send: source NPU")
     p.add_argument("--dst", type=int, default=None, metavar="B", help="with --network --collective send: destination NPU")
-    p.add_argument("--network-algorithm", default=None, choices=("direct", "ring", "recursive", "tree"),
-                   help="with --network: one algorithm for every dimension "
+    p.add_argument("--network-algorithm", default=None, metavar="A[,A...]",
+                   help="with --network: direct, ring, recursive or tree for every dimension (with --backend: "
+                        "also one per dimension, e.g. ring,direct,recursive; no tree) "
                         "(default: ring on Ring, direct on FullyConnected, recursive on Switch)")
     p.add_argument("--simulate", action="store_true",
                    help="with --policy all: also run the exact flit simulator on every configuration "

@@ -12,6 +12,8 @@ The collective-size CDF is NUNA Figure 2's (each collective counted once).  docs
 
 from __future__ import annotations
 
+import math
+
 from .common import add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args
 
 _TEMPERATURE_NS = 10.0   # the path model's smooth-estimate temperature (estimate's default); time_ns ignores it
@@ -40,8 +42,9 @@ def add_parser(sub) -> None:
                    help="time the collectives on this ASTRA-sim analytical network instead of the NUNA pod")
     p.add_argument("--backend", default="unaware", choices=("unaware", "aware"),
                    help="with --network: ASTRA-sim's congestion_unaware (default) or congestion_aware backend")
-    p.add_argument("--network-algorithm", default=None, choices=("direct", "ring", "recursive"),
-                   help="with --network: one algorithm for every dimension (default: per topology)")
+    p.add_argument("--network-algorithm", default=None, metavar="A[,A...]",
+                   help="with --network: direct, ring or recursive for every dimension, or one per dimension "
+                        "(e.g. ring,direct,recursive; default: per topology)")
     add_plot_arg(p, "the collective-size CDF and the critical path per policy")
 
 
@@ -107,23 +110,45 @@ class _NetTimer:
     def __init__(self, args, net, label):
         self.args, self.net, self.policies, self.cache = args, net, [label], {}
 
-    def __call__(self, kind: str, size: int, n_ranks: int) -> dict:
+    def group(self, involved) -> int:
+        """NPUs of one group of a collective over the ``involved`` dimensions (all when None)."""
+        if involved is None:
+            return self.net.n_npus
+        return math.prod(p for p, x in zip(self.net.npus_count, involved) if x)
+
+    def __call__(self, kind: str, size: int, n_ranks: int, involved=None) -> dict:
         if n_ranks <= 1:
             return {self.policies[0]: 0.0}
         if n_ranks != self.net.n_npus:
             raise ValueError(f"a collective over {n_ranks} ranks on the {self.net.n_npus}-NPU --network "
-                             f"{self.args.network}: the backends time collectives over all NPUs")
-        key = (kind, size)
+                             f"{self.args.network}: the backends time collectives over all NPUs "
+                             "(restrict one with the node's involved_dim attribute)")
+        key = (kind, size, None if involved is None else tuple(involved))
         if key not in self.cache:
             from ..astra import backend_collective_ns
             r = backend_collective_ns(self.net, kind, max(int(size), self.net.n_npus), self.args.backend,
-                                      self.args.network_algorithm, limits_from_args(self.args))
+                                      self.args.network_algorithm, limits_from_args(self.args), involved)
             self.cache[key] = {self.policies[0]: float(r["time_ns"])}
         return self.cache[key]
 
     def p2p(self, size: int, src: int, dst: int) -> float:
         from ..astra import send_time_ns
         return float(send_time_ns(self.net, src, dst, max(int(size), 1), self.args.backend)["time_ns"])
+
+
+def _involved(trace, c, net):
+    """The collective's ``involved_dim`` (a bool per network dimension) on a network; None otherwise."""
+    if net is None:
+        return None
+    r0 = c.ranks[0]
+    node = trace.ranks[r0].by_id[c.node_ids[r0]]
+    v = node.attrs.get("involved_dim")
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) != net.n_dims or not all(isinstance(x, (bool, int)) for x in v):
+        raise ValueError(f"{trace.ranks[r0].path}: node {node.id} ({node.name!r}): involved_dim {str(v)[:60]} is not "
+                         f"a list of {net.n_dims} booleans (one per --network dimension)")
+    return [bool(x) for x in v]
 
 
 def _node_time(hw: dict):
@@ -168,11 +193,17 @@ def run(args) -> int:
     rows = []
     for c in trace.collectives:
         kind = MODELLED_AS[c.comm_type]
-        size = 1 if c.comm_type == "BARRIER" else c.size_bytes
-        t = timer(kind, size, len(c.ranks))
+        involved = _involved(trace, c, net if args.network else None)
+        group = timer.group(involved) if args.network else len(c.ranks)
+        # comm_size as ASTRA-sim reads it: All-Gather's (and Gather's) is the per-rank input, so the
+        # gathered output nuna_jax's collectives take is comm_size x the ranks of a group
+        size = (1 if c.comm_type == "BARRIER" else
+                c.size_bytes * group if c.comm_type in ("ALL_GATHER", "GATHER") else c.size_bytes)
+        t = timer(kind, size, len(c.ranks), involved) if args.network else timer(kind, size, len(c.ranks))
         rows.append({"node_id": c.node_ids[c.ranks[0]], "node_ids": {str(r): v for r, v in c.node_ids.items()},
                      "name": c.name, "type": c.comm_type, "modelled_as": kind, "process_group": c.pg,
-                     "size_bytes": c.size_bytes, "ranks": list(c.ranks), "time_ns": t})
+                     "size_bytes": c.size_bytes, "timed_size_bytes": size, "ranks": list(c.ranks),
+                     "involved_dim": involved, "time_ns": t})
     p2p_ns = {}
     for m in trace.p2p:
         p2p_ns[(m.src, m.send_node)] = (timer.p2p(m.size_bytes, m.src, m.dst) if args.network
