@@ -7,7 +7,9 @@ window terms), beside the closed-form alpha-beta time (``models.collectives``)
 with the best / mean / worst NUNA path as alpha.  ``--policy all`` tables the
 seven configurations of NUNA section 5.3 with their speedup over UA.
 ``--network FILE.yml`` instead evaluates the closed form on an ASTRA-sim
-analytical network (``nuna_jax.astra``).
+analytical network (``nuna_jax.astra``); with ``--backend unaware|aware`` it times the
+collective (or ``--collective send --src A --dst B``, one message) with ASTRA-sim's
+congestion-unaware or congestion-aware analytical backend (docs/traces.md).
 """
 
 from __future__ import annotations
