@@ -58,6 +58,7 @@ SUBCOMMANDS = {
     "optimize": "nuna_jax.cli.optimize",
     "reproduce": "nuna_jax.cli.reproduce",
     "noc": "nuna_jax.cli.noc",
+    "trace": "nuna_jax.cli.trace",
 }
 
 

@@ -7,7 +7,9 @@ window terms), beside the closed-form alpha-beta time (``models.collectives``)
 with the best / mean / worst NUNA path as alpha.  ``--policy all`` tables the
 seven configurations of NUNA section 5.3 with their speedup over UA.
 ``--network FILE.yml`` instead evaluates the closed form on an ASTRA-sim
-analytical network (``nuna_jax.astra``).
+analytical network (``nuna_jax.astra``); with ``--backend unaware|aware`` it times the
+collective (or ``--collective send --src A --dst B``, one message) with ASTRA-sim's
+congestion-unaware or congestion-aware analytical backend (docs/traces.md).
 """
 
 from __future__ import annotations
@@ -32,8 +34,15 @@ def add_parser(sub) -> None:
     p.add_argument("--network", default=None, metavar="FILE.yml",
                    help="ASTRA-sim analytical network YAML: closed-form time on that network "
                         "(--policy, --tbs and --nar-granularity do not apply)")
-    p.add_argument("--network-algorithm", default=None, choices=("direct", "ring", "recursive", "tree"),
-                   help="with --network: one algorithm for every dimension "
+    p.add_argument("--backend", default=None, choices=("unaware", "aware"),
+                   help="with --network: time every message as ASTRA-sim's congestion_unaware or congestion_aware "
+                        "analytical backend (integer ns; docs/traces.md); default: the closed form "
+                        "(--collective send: unaware)")
+    p.add_argument("--src", type=int, default=None, metavar="A", help="with --network --collective send: source NPU")
+    p.add_argument("--dst", type=int, default=None, metavar="B", help="with --network --collective send: destination NPU")
+    p.add_argument("--network-algorithm", default=None, metavar="A[,A...]",
+                   help="with --network: direct, ring, recursive or tree for every dimension (with --backend: "
+                        "also one per dimension, e.g. ring,direct,recursive; no tree) "
                         "(default: ring on Ring, direct on FullyConnected, recursive on Switch)")
     p.add_argument("--simulate", action="store_true",
                    help="with --policy all: also run the exact flit simulator on every configuration "
@@ -204,6 +213,8 @@ def _run_network(args) -> int:
     if args.gpus is not None and args.gpus != net.n_npus:
         raise ValueError(f"--gpus {args.gpus} disagrees with the network file's {net.n_npus} NPUs")
     size = parse_size(args.size)
+    if str(args.collective).strip().lower() == "send" or args.backend:
+        return _run_backend(args, net, size)
     r = collective_time_ns(net, args.collective, size, args.network_algorithm)
     out = {"network_file": args.network, "network": net.describe(), **r}
     if args.json:
@@ -214,4 +225,34 @@ def _run_network(args) -> int:
     for k, d in enumerate(r["dims"]):
         print(f"  dim {k}: {d['topology']:14s} p={d['p']:<4d} {d['algorithm']:9s} alpha {d['alpha_ns']:.1f} ns, "
               f"{1 / d['beta_ns_per_byte']:.2f} B/ns, {format_size(d['size_bytes'])} -> {d['time_ns']:.1f} ns")
+    return 0
+
+
+def _run_backend(args, net, size: int) -> int:
+    """``--network F --backend unaware|aware``: ASTRA-sim's analytical backends (``nuna_jax.astra``)."""
+    from ..astra import backend_collective_ns, send_time_ns
+    backend = args.backend or "unaware"
+    if str(args.collective).strip().lower() == "send":
+        if args.src is None or args.dst is None:
+            raise ValueError("--collective send needs --src A and --dst B (NPU ids of the --network)")
+        r = send_time_ns(net, args.src, args.dst, size, backend)
+        out = {"network_file": args.network, "network": net.describe(), "collective": "send", **r}
+        if args.json:
+            emit_json(out)
+            return 0
+        print(f"send {format_size(size)} NPU {r['src']} -> {r['dst']} on ASTRA-sim network {args.network} "
+              f"({backend} backend): {r['time_ns']} ns ({r['hops']} hops, dims {r['dims']})")
+        return 0
+    if args.src is not None or args.dst is not None:
+        raise ValueError("--src and --dst go with --collective send")
+    r = backend_collective_ns(net, args.collective, size, backend, args.network_algorithm, limits_from_args(args))
+    out = {"network_file": args.network, "network": net.describe(), **r}
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"{r['collective']} {format_size(size)} on ASTRA-sim network {args.network} ({net.n_npus} NPUs), "
+          f"{backend} backend: {r['time_ns']} ns")
+    for ph in r["phases"]:
+        print(f"  dim {ph['dim']}: {ph['topology']:14s} p={ph['p']:<4d} {ph['op']:14s} {ph['algorithm']:9s} "
+              f"{ph['rounds']} rounds of {ph['message_bytes']} B -> {ph['time_ns']} ns")
     return 0
