@@ -25,22 +25,9 @@ not fit (the caller raises the error).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-try:  # NUNA_JAX_NO_NUMBA=1 forces the plain-Python fallback, as for the simulator
-    if os.environ.get("NUNA_JAX_NO_NUMBA"):
-        raise ImportError("numba disabled by NUNA_JAX_NO_NUMBA")
-    import numba as _numba
-
-    HAVE_NUMBA = True
-    _jit = _numba.njit(cache=True, nogil=True)
-except Exception:  # pragma: no cover - exercised only without numba
-    HAVE_NUMBA = False
-
-    def _jit(f):
-        return f
+from .numba_jit import HAVE_NUMBA, jit as _jit  # numba if installed (NUNA_JAX_NO_NUMBA=1: plain Python)
 
 __all__ = ["HAVE_NUMBA", "run_algorithm1", "BUDGET_SERVED", "BUDGET_PAGES", "PAGES_EXHAUSTED"]
 

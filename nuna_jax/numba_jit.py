@@ -1,8 +1,7 @@
 """The one switch for numba: ``jit`` compiles a function with ``numba.njit(cache=True, nogil=True)``
 when numba imports, else returns it unchanged (plain Python: the same code, the same answer, slower).
 ``NUNA_JAX_NO_NUMBA=1`` forces the fallback.  Used by the compiled loops of the flit simulator
-(``sim/kernel.py``) and the NoC simulator (``noc/kernel.py``).  (``algorithm1_kernel.py`` keeps
-its own copy of these lines: its code is part of the end-to-end table's model hash.)"""
+(``sim/kernel.py``), the NoC simulator (``noc/kernel.py``) and Algorithm 1 (``algorithm1_kernel.py``)."""
 
 from __future__ import annotations
 
