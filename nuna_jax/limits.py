@@ -46,6 +46,7 @@ DEFAULT_LIMITS = {
     "model_points": 1 << 20,      # sweep: path-model and simulator points of a grid
     "static_systems": 1 << 12,    # sweep: distinct static systems a grid validates one by one
     "sim_flits": 1 << 28,         # sweep / optimize: flits simulated over all simulator runs of a command
+    "search_threadblocks": 1 << 16,  # optimize: threadblocks the search places, GPUs x --tbs (64 x 1,008 = 64,512)
     "search_budget": 1 << 17,     # optimize: path-model evaluations per search (--budget; default 800)
     "search_steps": 1 << 16,      # optimize: Adam steps of the descent (--steps)
     "search_restarts": 1 << 10,   # optimize: restarts in one vmap (--seeds; default 2)
