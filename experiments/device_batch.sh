@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reruns on the lent 16-CPU host (JAX on CPU), everything at once, each bounded by LIMIT seconds:
 #   bash experiments/device_batch.sh "table fig9 fig13 validation optim"   (names to run)
+#   BENCH_CMD='python benchmarks/bench_hw_sweep.py; ...' bash experiments/device_batch.sh bench
 # The e2e collective table resumes from results/table_partial.json (carry it to the device and
 # back between calls).  Everything the runs write comes back as one archive, $OUT/batch.tgz
 # (the device returns at most 8 files).
@@ -22,6 +23,8 @@ for job in $1; do
     fig13) run fig13 python experiments/fig13_nar_granularity.py ;;
     validation) run validation python experiments/validate_analytical.py ;;
     optim) run optim sh -c "${OPTIM_CMD:?set OPTIM_CMD}" ;;
+    bench)   # the GPU benchmarks, one after another (alone on the host: run this job by itself)
+      run bench env JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false sh -c "${BENCH_CMD:?set BENCH_CMD}" ;;
     *) echo "unknown job $job"; exit 2 ;;
   esac
 done
@@ -32,5 +35,5 @@ if [ -f results/t_small.json ] && [ -f results/t_large.json ]; then   # both hal
   python -m nuna_jax.models.llm.collective_table --partial results/table_partial.json >> "$OUT/log/merge.txt" 2>&1
 fi
 nproc > "$OUT/log/host.txt"; date -u >> "$OUT/log/host.txt"
-tar czf "$OUT/batch.tgz" results experiments/out nuna_jax/models/llm/data/table2_collectives.json "$OUT/log" 2>/dev/null
+tar czf "$OUT/batch.tgz" results experiments/out benchmarks/out nuna_jax/models/llm/data/table2_collectives.json "$OUT/log" 2>/dev/null
 tail -n 3 "$OUT"/log/*.txt
