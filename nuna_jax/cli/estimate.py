@@ -65,6 +65,23 @@ def _model_row(args, label: str, system, traffic) -> dict:
             "n_gpus": system.n_gpus}
 
 
+def padding_fields(plan, time_ns: float) -> dict:
+    """``pad_bytes`` (the bytes a plan added so that every chunk holds whole elements, ``Plan.pad_bytes``)
+    and the nccl-tests bandwidths of ``size_bytes`` (padding not counted), bytes/ns = GB/s."""
+    from ..models.collectives import bandwidths
+    return {"pad_bytes": int(plan.pad_bytes), **bandwidths(plan.collective, plan.n_gpus, plan.size_bytes, time_ns)}
+
+
+def padding_text(plan) -> str:
+    """One text line about the padding of ``plan`` ('' when it has none)."""
+    if not plan.pad_bytes:
+        if plan.algorithm != "msccl":
+            return ""
+        return f"  padding: none ({plan.size_bytes} B splits into whole-element chunks)"
+    return (f"  padding: {int(plan.pad_bytes)} B added ({plan.padded_size_bytes} B moved) so that every chunk "
+            f"holds whole {plan.elem_bytes}-byte elements; bandwidths count the {plan.size_bytes} B asked for")
+
+
 def _one(s, args, policy: str, simulate: bool = False):
     """(report row, scenario) of one policy; ``simulate`` adds the exact simulator's completion time."""
     import copy
@@ -75,8 +92,9 @@ def _one(s, args, policy: str, simulate: bool = False):
     sc = scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
     # the placement's own name: a --placement file is labelled by the policy saved in it (OPT), not by --policy
     desc = sc.describe()
-    d = {**_model_row(args, sc.placement.policy, sc.system, sc.traffic), "tbs_per_gpu": desc["tbs_per_gpu"],
-         "tbs_chosen_by": desc["tbs_chosen_by"], "scenario": desc}
+    row = _model_row(args, sc.placement.policy, sc.system, sc.traffic)
+    d = {**row, "tbs_per_gpu": desc["tbs_per_gpu"], "tbs_chosen_by": desc["tbs_chosen_by"],
+         **padding_fields(sc.plan, row["time_ns"]), "scenario": desc}
     if simulate:
         from ..sim import simulate as run_sim
         d["simulated_ns"] = float(run_sim(sc.system, sc.traffic).completion_ns)
@@ -160,6 +178,8 @@ def run(args) -> int:
               f"analytical path model; threadblocks per GPU: "
               + ("the best of " + ", ".join(rows[0]["scenario"]["tbs_search_ns"]) + " per policy"
                  if rows[0]["tbs_chosen_by"] == "search" else rows[0]["tbs_chosen_by"]))
+        if padding_text(scs["UA"].plan):
+            print(padding_text(scs["UA"].plan))
         sim_head = f" {'simulated_ns':>12s} {'sim speedup':>11s}" if args.simulate else ""
         print(f"  {'policy':9s} {'tbs':>5s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}{sim_head}  bottleneck")
         for r in rows:
@@ -171,7 +191,7 @@ def run(args) -> int:
             print(f"  closed form (alpha = best/mean/worst path): {cf['best']:.1f} / {cf['mean']:.1f} / "
                   f"{cf['worst']:.1f} ns")
         return 0
-    r, _ = _one(s, args, pol)
+    r, sc = _one(s, args, pol)
     out = {**head, **r}
     if args.json:
         emit_json(out)
@@ -182,6 +202,11 @@ def run(args) -> int:
           f"{r['tbs_per_gpu']} threadblocks/GPU ({r['tbs_chosen_by']}): {r['n_flows']} flows, {r['flits']:.0f} flits")
     print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {bottleneck_text(b)})")
     print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")
+    if r["algbw_bytes_per_ns"] is not None:
+        bus = "" if r["busbw_bytes_per_ns"] is None else f", busbw {r['busbw_bytes_per_ns']:.1f} GB/s"
+        print(f"  algbw {r['algbw_bytes_per_ns']:.1f} GB/s{bus} (nccl-tests' definitions, of the estimate)")
+    if padding_text(sc.plan):
+        print(padding_text(sc.plan))
     print(f"  smooth (tau={r['temperature_ns']:g} ns) {r['smooth_estimate_ns']:9.1f}")
     print("  breakdown (ns, summed over phases): "
           f"latency {b['latency_ns']:.1f}, CU issue {b['cu_issue_ns']:.1f}, link {b['link_ns']:.1f}, "
