@@ -1,6 +1,6 @@
 """``nuna-jax e2e``: end-to-end LLM inference (TTFT / TPOT) with and without NUNA-aware collectives.
 
-NUNA sections 5.2 and 6.7; the model is ``nuna_jax.models.llm`` (docs/e2e.md).  The collective
+NUNA sections 5.2 and 6.7; the model is ``nuna_jax.e2e.llm`` (docs/e2e.md).  The collective
 times come from a table that records the model code that built it: a stale table is refused
 (exit 2, naming the command that rebuilds it) unless ``--rebuild-table``.
 """
@@ -66,8 +66,8 @@ def _system(args, config=None, max_group: int = 64):
     collectives must be timed first (any system but Table 2's hardware), the largest run of the
     table build (``max_group`` GPUs, the grid's largest size and threadblock count)."""
     from ..limits import check_traffic_work, generated_plan_work
-    from ..models.llm import provenance
-    from ..models.llm.collective_table import SIZE_GRID_BYTES, TBS_MULTIPLES
+    from ..e2e.llm import provenance
+    from ..e2e.llm.collective_table import SIZE_GRID_BYTES, TBS_MULTIPLES
     from ..presets import is_system_file, load_system, preset
     lim = limits_from_args(args)
     spec = args.system or (config.system if config else None) or "table2"
@@ -100,7 +100,7 @@ def _check_finite(obj, what: str, where: str = "") -> None:
 
 
 def _table(args, system, groups):
-    from ..models.llm.collective_table import load_table
+    from ..e2e.llm.collective_table import load_table
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     return load_table(system, groups=groups, jobs=args.jobs, path=args.table, rebuild=args.rebuild_table,
@@ -143,7 +143,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..models.llm.configs import load_model, model_names
+    from ..e2e.llm.configs import load_model, model_names
     if args.list:
         rows = []
         for n in model_names():
@@ -161,8 +161,8 @@ def _run(args) -> int:
         return _run_all(args)
     if args.config:
         raise ValueError("--config goes with --all (for one model, give its settings as flags)")
-    from ..models.llm.collective_table import GROUP_SIZES
-    from ..models.llm.search import search, validate_pins
+    from ..e2e.llm.collective_table import GROUP_SIZES
+    from ..e2e.llm.search import search, validate_pins
     gpus = 8 if args.gpus is None else args.gpus
     phase = args.phase or "decode"
     pins = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}
@@ -170,7 +170,7 @@ def _run(args) -> int:
     seqs = _ints(args.seq_len, "--seq-len") if args.seq_len else None
     model = load_model(args.model)
     validate_pins(model, gpus, {k: v for k, v in pins.items() if v is not None})
-    from ..models.llm.search import SEQ_LENS, check_search_work, default_batches
+    from ..e2e.llm.search import SEQ_LENS, check_search_work, default_batches
     check_search_work(gpus, batches or default_batches(gpus), seqs or SEQ_LENS, pins,
                       source=f"e2e of {model.name} on {gpus} GPUs")
     groups = [g for g in GROUP_SIZES if g <= max(2, gpus)]
@@ -197,8 +197,8 @@ def _run(args) -> int:
 
 
 def _run_all(args) -> int:
-    from ..models.llm.collective_table import GROUP_SIZES
-    from ..models.llm.report import PAPER, RunConfig, load_run_config, run_all
+    from ..e2e.llm.collective_table import GROUP_SIZES
+    from ..e2e.llm.report import PAPER, RunConfig, load_run_config, run_all
     cfg = load_run_config(args.config) if args.config else RunConfig()
     flags = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp,
              "batch": _ints(args.batch, "--batch") if args.batch else None,
