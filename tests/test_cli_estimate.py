@@ -48,7 +48,7 @@ def test_policy_all_table(capsys):
 def test_network_file(capsys):
     d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "1MB",
                           "--network", str(DATA / "astra_switch8.yml"), "--json"])
-    assert d["n_npus"] == 8
+    assert d["n_gpus"] == 8 and d["collective"] == "allgather" and d["size_bytes"] == 10**6
     assert d["time_ns"] == pytest.approx(3000 + 875000 / (50 * GB), rel=1e-6)
 
 

@@ -75,6 +75,9 @@ def _system(args, config=None, max_group: int = 64):
         lim.check_file(spec, "--system file")
     s = load_system(spec)
     lim.check_system(s, f"--system {spec}")
+    from .common import RUN
+    from ..presets import system_origin
+    RUN["system"] = {"system": s.name, **system_origin(spec)}
     if provenance.system_params(s) != provenance.system_params(preset("table2")) or args.rebuild_table:
         n = max(2, int(max_group))
         t = max(TBS_MULTIPLES) * (n - 1)
@@ -83,6 +86,22 @@ def _system(args, config=None, max_group: int = 64):
                            f"(All-Reduce of {max(SIZE_GRID_BYTES)} B on {n} GPUs, {t} threadblocks per GPU)",
                            flits=False)
     return s
+
+
+#: the model's policy keys and their canonical names (docs/json.md: ``UA``, ``NAP+NAR`` in text and JSON)
+POLICY_KEYS = {"ua": "UA", "nap_nar": "NAP+NAR"}
+
+
+def canonical_policy_keys(obj):
+    """``obj`` with every dict keyed by the model's policy keys (``time_ms``, ``split_ms``: ``ua``,
+    ``nap_nar``) keyed by the canonical policy names instead."""
+    if isinstance(obj, dict):
+        if obj and set(obj) <= set(POLICY_KEYS):
+            return {POLICY_KEYS[k]: canonical_policy_keys(v) for k, v in obj.items()}
+        return {k: canonical_policy_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [canonical_policy_keys(v) for v in obj]
+    return obj
 
 
 def _check_finite(obj, what: str, where: str = "") -> None:
@@ -178,6 +197,7 @@ def _run(args) -> int:
     table = _table(args, s, groups)       # input errors first
     r = search(model, gpus, phase, s, table=table, batches=batches, seqs=seqs, pins=pins)
     _check_finite(r, f"e2e of {model.name}")
+    r = canonical_policy_keys(r)
     if args.json:
         emit_json(r)
         return 0
@@ -187,9 +207,9 @@ def _run(args) -> int:
           f"{r['configs_evaluated']} configurations, {r['configs_fit']} valid and fit, {r['wall_s']:.2f} s")
     print(f"  config   TP={c['tp']} EP={c['ep']} DP={c['dp']} PP={c['pp']} batch={c['batch']} "
           f"seq_len={c['seq_len']} ({r['mem_gb_per_gpu']:.1f} GB/GPU)")
-    print(f"  {metric:4s}     UA {r['time_ms']['ua']:.4f} ms   NAP+NAR {r['time_ms']['nap_nar']:.4f} ms   "
+    print(f"  {metric:4s}     UA {r['time_ms']['UA']:.4f} ms   NAP+NAR {r['time_ms']['NAP+NAR']:.4f} ms   "
           f"reduction {100 * r['reduction']:.1f}%")
-    for pol in ("ua", "nap_nar"):
+    for pol in ("UA", "NAP+NAR"):
         sp = r["split_ms"][pol]
         print(f"  split {pol:7s} " + "  ".join(f"{k} {v:.4f}" for k, v in sp.items()) + " (ms)")
     print(_table_line(r.get("collective_table")))
@@ -214,12 +234,16 @@ def _run_all(args) -> int:
     groups = [g for g in GROUP_SIZES if g <= max(2, max(cfg.gpu_counts))]
     s = _system(args, cfg, max_group=max(groups))
     table = _table(args, s, groups)
-    prog = None if args.json else (lambda r: print(
-        f"  {r['model']:18s} {r['n_gpus']:3d} {r['phase']:7s} UA {r['time_ms']['ua']:10.4f} ms  "
-        f"NAP+NAR {r['time_ms']['nap_nar']:10.4f} ms  {100 * r['reduction']:6.1f}%", file=sys.stderr))
-    out = run_all(s, progress=prog, jobs=args.jobs, config=cfg, table=table)
+    from ..progress import Stages
+    n_points = len(cfg.model_list()) * len(cfg.gpu_counts) * len(cfg.phases)   # at most: some may not fit
+    with Stages("e2e", enabled=not args.json) as stages, \
+            stages.stage("evaluating", n_points, "points") as st:
+        def prog(r):        # one finished (model, GPUs, phase) point: the bar moves, its numbers are the note
+            st.advance(note=f"{r['model']} {r['n_gpus']} GPUs {r['phase']}: {100 * r['reduction']:.1f}%")
+        out = run_all(s, progress=prog, jobs=args.jobs, config=cfg, table=table)
     _check_finite(out, "e2e --all")
     out["paper"] = PAPER
+    out = canonical_policy_keys(out)
     if args.json:
         emit_json(out)
         return 0

@@ -321,14 +321,15 @@ def build_table(system, *, groups=GROUP_SIZES, sizes=SIZE_GRID_BYTES, multiples=
         rows = [[*key, t, round(task_s.get(key, 0.0), 2)] for key, t in done.items()]
         _write_atomic(ppath, json.dumps({"key": pkey, "done": rows}))
 
-    bar = Progress(total=len(tasks), label="collective table", unit="runs", enabled=progress)
-    bar.update(len(done), force=True)
+    # stage "building" (nuna_jax.progress): runs done of all, with an ETA from the rate so far
+    bar = Progress(total=len(tasks), label="building", unit="runs", enabled=progress)
+    bar.update(len(done), note="collective table", force=True)
 
     def note(key, t, s):
         done[key] = t
         task_s[key] = s
         save()
-        bar.update(len(done), note=f"{time.time() - t0:.0f} s")
+        bar.update(len(done), note="collective table")
 
     try:
         if jobs > 1 and todo:
