@@ -184,10 +184,10 @@ def test_cli_json_keys(capsys, fresh):
     assert rc == 0
     d = json.loads(out)
     assert set(d["config"]) == {"tp", "ep", "dp", "pp", "batch", "seq_len"}
-    assert set(d["time_ms"]) == {"ua", "nap_nar"}
+    assert set(d["time_ms"]) == set(d["split_ms"]) == {"UA", "NAP+NAR"}     # canonical policy names (docs/json.md)
     for k in ("reduction", "split_ms", "configs_evaluated", "wall_s", "seq_len_candidates"):
         assert k in d
-    assert d["reduction"] == pytest.approx(1 - d["time_ms"]["nap_nar"] / d["time_ms"]["ua"])
+    assert d["reduction"] == pytest.approx(1 - d["time_ms"]["NAP+NAR"] / d["time_ms"]["UA"])
     ct = d["collective_table"]
     assert ct["path"] == str(fresh) and ct["current"] is True
     assert ct["model_hash"] == ct["current_model_hash"]
