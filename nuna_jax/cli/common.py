@@ -273,6 +273,23 @@ def emit_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def padding_fields(plan, time_ns: float) -> dict:
+    """``pad_bytes`` (the bytes a plan added so that every chunk holds whole elements, ``Plan.pad_bytes``)
+    and the nccl-tests bandwidths of ``size_bytes`` (padding not counted), bytes/ns = GB/s."""
+    from ..models.collectives import bandwidths
+    return {"pad_bytes": int(plan.pad_bytes), **bandwidths(plan.collective, plan.n_gpus, plan.size_bytes, time_ns)}
+
+
+def padding_text(plan) -> str:
+    """One text line about the padding of ``plan`` ('' when it has none)."""
+    if not plan.pad_bytes:
+        if plan.algorithm != "msccl":
+            return ""
+        return f"  padding: none ({plan.size_bytes} B splits into whole-element chunks)"
+    return (f"  padding: {int(plan.pad_bytes)} B added ({plan.padded_size_bytes} B moved) so that every chunk "
+            f"holds whole {plan.elem_bytes}-byte elements; bandwidths count the {plan.size_bytes} B asked for")
+
+
 def tbs_arg(text: str):
     """``--tbs N|best``: a threadblock count per GPU, or ``best`` (``scenario.tbs_candidates``)."""
     if str(text).strip().lower() == "best":

@@ -13,7 +13,8 @@ analytical network (``nuna_jax.astra``).
 from __future__ import annotations
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args,
-                     number, parse_size, system_from_args, system_labels, system_text, write_plot)
+                     number, padding_fields, padding_text, parse_size, system_from_args, system_labels, system_text,
+                     write_plot)
 
 
 def add_parser(sub) -> None:
@@ -63,23 +64,6 @@ def _model_row(args, label: str, system, traffic) -> dict:
     return {"policy": label, **{k: r[k] for k in ("time_ns", "lower_bound_ns", "smooth_estimate_ns", "temperature_ns")},
             "breakdown": r["breakdown"], "n_flows": r["n_flows"], "flits": traffic.total_flits,
             "n_gpus": system.n_gpus}
-
-
-def padding_fields(plan, time_ns: float) -> dict:
-    """``pad_bytes`` (the bytes a plan added so that every chunk holds whole elements, ``Plan.pad_bytes``)
-    and the nccl-tests bandwidths of ``size_bytes`` (padding not counted), bytes/ns = GB/s."""
-    from ..models.collectives import bandwidths
-    return {"pad_bytes": int(plan.pad_bytes), **bandwidths(plan.collective, plan.n_gpus, plan.size_bytes, time_ns)}
-
-
-def padding_text(plan) -> str:
-    """One text line about the padding of ``plan`` ('' when it has none)."""
-    if not plan.pad_bytes:
-        if plan.algorithm != "msccl":
-            return ""
-        return f"  padding: none ({plan.size_bytes} B splits into whole-element chunks)"
-    return (f"  padding: {int(plan.pad_bytes)} B added ({plan.padded_size_bytes} B moved) so that every chunk "
-            f"holds whole {plan.elem_bytes}-byte elements; bandwidths count the {plan.size_bytes} B asked for")
 
 
 def _scenario(s, args, policy: str, simulate: bool = False):

@@ -7,7 +7,7 @@ import sys
 import time
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args, number,
-                     system_from_args, system_labels, system_text, write_plot)
+                     padding_text, system_from_args, system_labels, system_text, write_plot)
 
 
 def add_parser(sub) -> None:
@@ -130,6 +130,8 @@ def run(args) -> int:
           f"{format_size(sc.plan.size_bytes)}, "
           f"policy {sc.placement.policy}, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}): "
           f"{sc.traffic.n_flows} flows, {r.flits_injected} flits")
+    if padding_text(sc.plan):
+        print(padding_text(sc.plan))
     print(f"completion_ns     {d['completion_ns']:.3f}")
     print(f"store_latency_ns  mean {lat['mean']:.1f}  p50 {lat['p50']:.1f}  p99 {lat['p99']:.1f}  "
           f"max {lat['max']:.1f}")
