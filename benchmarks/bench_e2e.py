@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 
-from nuna_jax.models.llm.search import search  # noqa: E402
+from nuna_jax.e2e.llm.search import search  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
 
 

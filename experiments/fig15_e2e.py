@@ -3,7 +3,7 @@ decomposition at 64 GPUs for the 12 models, UA vs NAP+NAR, and the summary over
 2-64 GPUs (geometric-mean / max reductions, per-kind collective speedups) beside the
 paper's stated numbers, and the paper's one stated configuration as its own rows (``anchor``:
 Llama-70B, 64 GPUs, TP 8 pinned, the rest searched; examples/e2e/llama70b_64gpu_tp8.toml).
-Model: ``nuna_jax.models.llm`` (docs/e2e.md).  The collective table must be current (it records
+Model: ``nuna_jax.e2e.llm`` (docs/e2e.md).  The collective table must be current (it records
 the model code that built it; a stale one stops this script, naming the command that rebuilds it).
 
     python experiments/fig15_e2e.py [--out experiments/out] [--table FILE.json]   # ~1-2 min on 2 cores
@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nuna_jax.models.llm.collective_table import TableError, load_table  # noqa: E402
-from nuna_jax.models.llm.layers import SPLIT_KINDS  # noqa: E402
-from nuna_jax.models.llm.report import PAPER, load_run_config, run_all  # noqa: E402
+from nuna_jax.e2e.llm.collective_table import TableError, load_table  # noqa: E402
+from nuna_jax.e2e.llm.layers import SPLIT_KINDS  # noqa: E402
+from nuna_jax.e2e.llm.report import PAPER, load_run_config, run_all  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
 from nuna_jax.plots.save import save_figure  # noqa: E402
 

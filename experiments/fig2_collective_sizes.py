@@ -21,11 +21,11 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from nuna_jax.models.llm import layers  # noqa: E402
-from nuna_jax.models.llm.collective_table import load_table  # noqa: E402
-from nuna_jax.models.llm.configs import load_model, model_names  # noqa: E402
-from nuna_jax.models.llm.hardware import machine  # noqa: E402
-from nuna_jax.models.llm.search import search  # noqa: E402
+from nuna_jax.e2e.llm import layers  # noqa: E402
+from nuna_jax.e2e.llm.collective_table import load_table  # noqa: E402
+from nuna_jax.e2e.llm.configs import load_model, model_names  # noqa: E402
+from nuna_jax.e2e.llm.hardware import machine  # noqa: E402
+from nuna_jax.e2e.llm.search import search  # noqa: E402
 from nuna_jax.presets import preset  # noqa: E402
 from nuna_jax.plots.save import save_figure  # noqa: E402
 
@@ -55,9 +55,9 @@ def main(argv=None) -> int:
     s = preset("table2")
     hw = machine(s)
     # the sizes come from the configuration the search picks, which reads the table's times: a stale
-    # table is used as it is and said so in the JSON (python -m nuna_jax.models.llm.collective_table rebuilds it)
+    # table is used as it is and said so in the JSON (python -m nuna_jax.e2e.llm.collective_table rebuilds it)
     table = load_table("table2", allow_stale=True)
-    from nuna_jax.models.llm import collective_table as CT
+    from nuna_jax.e2e.llm import collective_table as CT
     table_current = bool(CT.table_status(CT.read_table(CT.SHIPPED), CT.SHIPPED)["current"])
     rows = []
     for m in model_names():

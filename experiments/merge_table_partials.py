@@ -7,7 +7,7 @@ model on the GPU (docs/e2e.md, "Collective table"):
 
     python experiments/merge_table_partials.py --part 2,4,8,16:results/p_small.json \
         --part 32,64:results/p_large.json --out results/table_partial.json
-    python -m nuna_jax.models.llm.collective_table --partial results/table_partial.json
+    python -m nuna_jax.e2e.llm.collective_table --partial results/table_partial.json
 
 Each part's key is checked against this tree's model hash and its own grid (a part built by
 other code is refused), and the merged file gets the full grid's key.
@@ -20,8 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-from nuna_jax.models.llm import collective_table as CT
-from nuna_jax.models.llm import provenance
+from nuna_jax.e2e.llm import collective_table as CT
+from nuna_jax.e2e.llm import provenance
 from nuna_jax.presets import load_system
 
 

@@ -7,7 +7,13 @@ srcoff dstbuf dstoff cnt depid deps hasdep>``.
 Semantics (docs/policies.md, "MSCCL import"):
 
 * ``size_bytes`` is the buffer of ``nchunksperloop`` chunks, so a chunk is
-  ``size_bytes / nchunksperloop`` bytes (a whole number of elements).
+  ``size_bytes / nchunksperloop`` bytes, a whole number of elements.  A size
+  that ``nchunksperloop`` whole-element chunks do not divide is padded up to
+  the next one that they do (``plans.pad_to``): each chunk is
+  ``ceil(size_bytes / (nchunksperloop * elem_bytes))`` elements, and the
+  plan's ``pad_bytes`` says how many bytes were added (``Plan.pad_bytes``;
+  bandwidth figures count ``size_bytes`` only).  Sizes that divide give the
+  plan they always gave.
 * Sending steps (``s``, ``rcs``, ``rrs``, ``rrcs``) of a threadblock with
   ``send = p`` on channel ``chan`` are matched, in order, with the receiving
   steps (``r``, ``rcs``, ``rrs``, ``rrc``, ``rrcs``) of the threadblock on GPU
@@ -39,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .plans import BUF_INDEX, Plan, canonical_collective
+from .plans import BUF_INDEX, Plan, canonical_collective, pad_to
 
 __all__ = ["load_msccl", "parse_msccl", "msccl_gpus"]
 
@@ -223,12 +229,10 @@ def parse_msccl(text: bytes | str, size_bytes: int, *, elem_bytes: int = 2, sour
     size, elem = int(size_bytes), int(elem_bytes)
     if size <= 0:
         raise ValueError(f"size_bytes must be > 0, got {size_bytes}")
-    if elem <= 0 or size % elem:
-        raise ValueError(f"size_bytes={size} is not a multiple of the element size elem_bytes={elem}")
-    if size % (nchunks * elem):
-        raise ValueError(f"size_bytes={size} is not a multiple of nchunksperloop={nchunks} chunks "
-                         f"x elem_bytes={elem}: chunks must be whole elements")
-    cb = size // nchunks
+    if elem <= 0:
+        raise ValueError(f"elem_bytes must be > 0, got {elem_bytes}")
+    padded = pad_to(size, nchunks * elem)   # whole elements per chunk (module doc); == size when it divides
+    cb = padded // nchunks
     try:
         collective = canonical_collective(coll) if coll else "custom"
     except ValueError:
@@ -417,4 +421,4 @@ def parse_msccl(text: bytes | str, size_bytes: int, *, elem_bytes: int = 2, sour
         step_tb=i64(tbid), step_idx=i64(step_idx), src_gpu=i64(r[:, 2]), src_buf=i64(r[:, 3]),
         src_off=i64(r[:, 4] * cb), dst_gpu=i64(r[:, 5]), dst_buf=i64(r[:, 6]), dst_off=i64(r[:, 7] * cb),
         nbytes=i64(r[:, 8] * cb), phase=i64(r[:, 9]), src_chunk=i64(r[:, 4]), dst_chunk=i64(r[:, 7]),
-        n_chunks=i64(r[:, 8]), name=name)
+        n_chunks=i64(r[:, 8]), name=name, pad_bytes=padded - size)

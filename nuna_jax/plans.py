@@ -22,9 +22,12 @@ get distinct ids); in imported MSCCL plans a chunk is MSCCL's chunk.
 Sizes (docs/policies.md, "Sizes"): ``size_bytes`` is the per-GPU buffer the
 collective is named by, as in nccl-tests: the gathered output for
 All-Gather, the full vector for Reduce-Scatter and All-Reduce, the send
-buffer for All-to-All.  It must be a whole number of elements
-(``elem_bytes``, default 2 = bf16); shards are split element-wise as evenly
-as possible (the first ``E mod n`` shards get one element more).
+buffer for All-to-All.  Shards are split element-wise (``elem_bytes``,
+default 2 = bf16) as evenly as possible (the first ``E mod n`` shards get one
+element more).  A size that is not a whole number of elements is padded up
+to one (:func:`pad_to`; NCCL and nccl-tests likewise move whole elements):
+the plan moves ``padded_size_bytes = size_bytes + pad_bytes`` and reports
+``pad_bytes``; bandwidth figures count ``size_bytes`` only.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import numpy as np
 
 __all__ = [
     "Plan", "BUFFERS", "COLLECTIVES", "ALGORITHMS", "make_plan", "split_elems",
-    "default_tbs_per_gpu",
+    "default_tbs_per_gpu", "pad_to",
 ]
 
 BUFFERS = ("i", "o", "s")
@@ -99,6 +102,9 @@ class Plan:
     dst_chunk: np.ndarray
     n_chunks: np.ndarray
     name: str = ""
+    #: bytes added to ``size_bytes`` so that every chunk holds whole elements (:func:`pad_to`); the
+    #: arrays above describe the padded buffer of ``size_bytes + pad_bytes`` bytes
+    pad_bytes: int = 0
 
     def __post_init__(self):
         _check_plan(self)
@@ -111,6 +117,11 @@ class Plan:
     @property
     def n_steps(self) -> int:
         return int(self.step_tb.shape[0])
+
+    @property
+    def padded_size_bytes(self) -> int:
+        """The buffer the plan actually moves: ``size_bytes + pad_bytes``."""
+        return int(self.size_bytes) + int(self.pad_bytes)
 
     @property
     def total_bytes(self) -> int:
@@ -161,7 +172,8 @@ class Plan:
     def describe(self) -> dict:
         return {
             "collective": self.collective, "algorithm": self.algorithm, "name": self.name,
-            "n_gpus": self.n_gpus, "size_bytes": self.size_bytes, "elem_bytes": self.elem_bytes,
+            "n_gpus": self.n_gpus, "size_bytes": self.size_bytes, "pad_bytes": int(self.pad_bytes),
+            "elem_bytes": self.elem_bytes,
             "n_tbs": self.n_tbs, "tbs_per_gpu_max": int(self.tbs_per_gpu.max(initial=0)),
             "n_steps": self.n_steps, "n_phases": int(self.phase.max(initial=-1)) + 1,
             "inter_gpu_bytes": self.total_bytes,
@@ -176,6 +188,8 @@ def _check_plan(p: Plan) -> None:
             raise ValueError(f"Plan.{k} must be a numpy array of shape ({n},)")
     if p.n_gpus < 2:
         raise ValueError(f"Plan.n_gpus must be >= 2, got {p.n_gpus}")
+    if int(p.pad_bytes) < 0:
+        raise ValueError(f"Plan.pad_bytes must be >= 0, got {p.pad_bytes}")
     if p.tb_gpu.shape != p.tb_local.shape:
         raise ValueError("Plan.tb_gpu and Plan.tb_local must have the same shape")
     if n == 0:
@@ -210,6 +224,13 @@ def _check_plan(p: Plan) -> None:
 # ---------------------------------------------------------------------------
 # generators
 # ---------------------------------------------------------------------------
+def pad_to(size_bytes: int, unit_bytes: int) -> int:
+    """``size_bytes`` rounded up to a whole number of ``unit_bytes`` (an element, or a chunk of whole
+    elements), bytes; equal to ``size_bytes`` when it divides."""
+    size, unit = int(size_bytes), int(unit_bytes)
+    return -(-size // unit) * unit
+
+
 def split_elems(n_elems: int, parts: int) -> np.ndarray:
     """Element counts of ``parts`` near-equal pieces (the first ``n mod parts`` get one more)."""
     q, r = divmod(int(n_elems), int(parts))
@@ -255,7 +276,7 @@ class _Builder:
         if out:
             self.rows.append(np.concatenate(out).astype(np.int64))
 
-    def build(self, collective, algorithm, size, elem, buffer_bytes, name="") -> Plan:
+    def build(self, collective, algorithm, size, elem, buffer_bytes, name="", pad_bytes=0) -> Plan:
         r = np.concatenate(self.rows) if self.rows else np.zeros((0, 9), np.int64)
         gpu, ltb = r[:, 0], r[:, 1]
         # global tb id = gpu * T + local tb (every GPU keeps all T threadblocks)
@@ -277,7 +298,8 @@ class _Builder:
             step_tb=i64(tb), step_idx=i64(step_idx), src_gpu=i64(r[:, 0]), src_buf=i64(r[:, 2]),
             src_off=i64(r[:, 3]), dst_gpu=i64(r[:, 4]), dst_buf=i64(r[:, 5]), dst_off=i64(r[:, 6]),
             nbytes=i64(r[:, 7]), phase=i64(r[:, 8]), src_chunk=i64(src_chunk), dst_chunk=i64(dst_chunk),
-            n_chunks=np.ones(len(tb), np.int64), name=name or f"{collective}-{algorithm}")
+            n_chunks=np.ones(len(tb), np.int64), name=name or f"{collective}-{algorithm}",
+            pad_bytes=int(pad_bytes))
 
 
 def _chunk_ids(gpu, buf, off, nb) -> np.ndarray:
@@ -334,13 +356,13 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
     size, elem = int(size_bytes), int(elem_bytes)
     if size <= 0:
         raise ValueError(f"size_bytes must be > 0, got {size_bytes}")
-    if size % elem:
-        raise ValueError(f"size_bytes={size} is not a multiple of the element size elem_bytes={elem}")
+    asked = size
+    size = pad_to(asked, elem)             # whole elements (module doc "Sizes"); unchanged when it divides
     T = default_tbs_per_gpu(n, alg) if tbs_per_gpu is None else int(tbs_per_gpu)
     if T < 1:
         raise ValueError(f"tbs_per_gpu must be >= 1, got {tbs_per_gpu}")
     check_generated_plan(active(limits), coll, alg, n, T, size,
-                         f"make_plan({coll}, {alg}, {size} B on {n} GPUs, {T} threadblocks per GPU)")
+                         f"make_plan({coll}, {alg}, {asked} B on {n} GPUs, {T} threadblocks per GPU)")
     align = int(slot_align_bytes)
     if align < 1:
         raise ValueError(f"slot_align_bytes must be >= 1, got {slot_align_bytes}")
@@ -409,4 +431,4 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
                         dst = (O, origin * smax) if d == nxt(g) else (S, (origin * n + d) * smax)
                         streams.append((*src, nxt(g), *dst, shard[d]))
                     b.add_streams(g, streams, r, elem)
-    return b.build(coll, alg, size, elem, bufs)
+    return b.build(coll, alg, asked, elem, bufs, pad_bytes=size - asked)

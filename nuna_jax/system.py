@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import jax
 import numpy as np
 from flax import struct
 
@@ -100,14 +101,19 @@ class System:
     flops_fp4_per_ns: Any
 
     def __post_init__(self):
-        # construction and ``replace``: a host number (Python / NumPy) that is NaN or infinite is
-        # refused here; jax arrays and tracers (jit, vmap, grad) pass, ``validate`` checks ranges
+        # construction and ``replace``: a concrete number (Python, NumPy, or a concrete jax array such
+        # as ``jnp.asarray(nan)``) that is NaN or infinite is refused here; tracers (inside jit, vmap,
+        # grad) carry no value and pass; ``validate`` checks ranges
         for k in _FINITE_FIELDS:
             v = getattr(self, k)
-            if isinstance(v, (float, np.floating, np.ndarray)) and not isinstance(v, bool):
-                a = np.asarray(v)
-                if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
-                    raise ValueError(f"System.{k} must be finite, got {v!r}")
+            if isinstance(v, jax.Array):
+                if isinstance(v, jax.core.Tracer) or not v.is_fully_addressable:
+                    continue
+            elif not isinstance(v, (float, np.floating, np.ndarray)) or isinstance(v, bool):
+                continue
+            a = np.asarray(v)
+            if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+                raise ValueError(f"System.{k} must be finite, got {v!r}")
 
     # ---- derived quantities (plain properties; no state) -------------------
     @property

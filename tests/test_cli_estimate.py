@@ -48,7 +48,7 @@ def test_policy_all_table(capsys):
 def test_network_file(capsys):
     d = run_json(capsys, ["estimate", "--collective", "allgather", "--size", "1MB",
                           "--network", str(DATA / "astra_switch8.yml"), "--json"])
-    assert d["n_npus"] == 8
+    assert d["n_gpus"] == 8 and d["collective"] == "allgather" and d["size_bytes"] == 10**6
     assert d["time_ns"] == pytest.approx(3000 + 875000 / (50 * GB), rel=1e-6)
 
 
@@ -104,3 +104,47 @@ def test_policy_all_with_optimized_row(capsys):
     assert opt["simulated_ns"] <= nap["simulated_ns"] * (1 + 1e-9)
     assert opt["simulated_ns"] >= opt["lower_bound_ns"] * (1 - 1e-6)
     assert opt["sim_speedup_over_ua"] == pytest.approx(rows["UA"]["simulated_ns"] / opt["simulated_ns"])
+
+
+# ---- any size with any plan (padding stated, kept out of the bandwidths)
+SHARED_MSCCL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "msccl"
+
+
+def _shared_plans():
+    return sorted(SHARED_MSCCL.glob("*.xml")) if SHARED_MSCCL.is_dir() else []
+
+
+@pytest.mark.skipif(not _shared_plans(), reason="../shared/data/msccl absent")
+@pytest.mark.parametrize("size", ["1MB", pytest.param("1000002B", marks=pytest.mark.slow)])
+def test_every_shared_msccl_plan_takes_1mb_with_the_padding_stated(capsys, size):
+    from nuna_jax.msccl import parse_msccl
+    from nuna_jax.units import parse_size
+    b = parse_size(size)
+    for f in _shared_plans():
+        d = run_json(capsys, ["estimate", "--plan", str(f), "--size", size, "--policy", "ua", "--json"])
+        # the padding by hand: chunks of ceil(size / (nchunksperloop * 2 B)) elements
+        import re
+        nchunks = int(re.search(r'nchunksperloop="(\d+)"', f.read_text()).group(1))
+        padded = -(-b // (2 * nchunks)) * 2 * nchunks
+        assert d["pad_bytes"] == padded - b, f.name
+        assert d["scenario"]["plan"]["pad_bytes"] == padded - b and d["size_bytes"] == b
+        assert d["algbw_bytes_per_ns"] == pytest.approx(b / d["time_ns"], rel=1e-12)   # padding not counted
+        assert parse_msccl(f.read_bytes(), b).pad_bytes == padded - b
+        assert main(["estimate", "--plan", str(f), "--size", size, "--policy", "ua"]) == 0
+        text = capsys.readouterr().out
+        assert "padding: " + ("none" if padded == b else f"{padded - b} B added") in text, f.name
+
+
+def test_a_three_rank_ring_plan_takes_1mb_padded_by_2_bytes(capsys):
+    # 3 chunks per loop of 2-byte elements: 1 MB -> 3 x 166,667 elements = 1,000,002 B
+    d = run_json(capsys, ["estimate", "--plan", str(DATA / "ag3_ring.xml"), "--size", "1MB", "--policy", "ua",
+                          "--json"])
+    assert d["pad_bytes"] == 2
+    assert d["busbw_bytes_per_ns"] == pytest.approx(10**6 / d["time_ns"] * 2 / 3, rel=1e-12)
+
+
+def test_generated_plan_of_part_elements_is_padded(capsys):
+    d = run_json(capsys, ["estimate", "--collective", "allreduce", "--size", "1001B", "--gpus", "4",
+                          "--policy", "ua", "--tbs", "3", "--json"])
+    assert d["pad_bytes"] == 1
+    assert d["busbw_bytes_per_ns"] == pytest.approx(1001 / d["time_ns"] * 2 * 3 / 4, rel=1e-12)

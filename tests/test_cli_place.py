@@ -59,7 +59,6 @@ def test_text_output(capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--collective", "allgather", "--size", "1001B"], "element size"),
     (["--collective", "allgather", "--size", "1MB", "--policy", "best"], "unknown policy"),
     (["--collective", "allgather", "--size", "1GB", "--tbs", "1008"], "more threadblocks than the CUs can hold"),
     (["--collective", "gather", "--size", "1MB"], "unknown collective"),

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from nuna_jax.cli import main
-from nuna_jax.models.llm import layers
-from nuna_jax.models.llm.configs import load_model, model_names
-from nuna_jax.models.llm.hardware import hbm_capacity_bytes, machine
+from nuna_jax.e2e.llm import layers
+from nuna_jax.e2e.llm.configs import load_model, model_names
+from nuna_jax.e2e.llm.hardware import hbm_capacity_bytes, machine
 from nuna_jax.presets import preset
 
 TABLE2 = preset("table2")
@@ -24,7 +24,7 @@ def table():
     """The shipped Table 2 table as it is, current or not: these tests check the step model and the
     search, whose arithmetic does not depend on the table being fresh (test_shipped_table_is_current
     checks that)."""
-    from nuna_jax.models.llm.collective_table import load_table
+    from nuna_jax.e2e.llm.collective_table import load_table
     return load_table("table2", allow_stale=True)
 
 
@@ -105,7 +105,7 @@ def test_memory_by_hand_and_fit_filter(table):
     assert float(r["mem_bytes"]) == pytest.approx(32 * per_layer + 2 * 4096 * 32000 * 2, rel=1e-6)
     # Llama-3.1-405B in bf16 (~810 GB) cannot fit on 2 GPUs of 384 GB; it fits on 4
     assert 2 * hbm_capacity_bytes(TABLE2) < 405e9 * 2 < 4 * hbm_capacity_bytes(TABLE2)
-    from nuna_jax.models.llm.search import search
+    from nuna_jax.e2e.llm.search import search
     with pytest.raises(ValueError, match="fits"):
         search("llama-405b", 2, "decode", TABLE2, table=table)
     r4 = search("llama-405b", 4, "decode", TABLE2, table=table)
@@ -115,7 +115,7 @@ def test_memory_by_hand_and_fit_filter(table):
 
 def test_search_matches_brute_force(table):
     """The batched program's pick equals a Python loop over the grid with the same costs."""
-    from nuna_jax.models.llm import search as S
+    from nuna_jax.e2e.llm import search as S
     r = S.search("mixtral-8x7b", 8, "decode", TABLE2, table=table, batches=[1, 4], seqs=[1024])
     best = None
     for tp in (1, 2, 4, 8):
@@ -135,7 +135,7 @@ def test_search_matches_brute_force(table):
 
 
 def test_split_adds_up_and_compute_unchanged(table):
-    from nuna_jax.models.llm.search import search
+    from nuna_jax.e2e.llm.search import search
     r = search("qwen3-30b-a3b", 16, "decode", TABLE2, table=table)
     for pol in ("ua", "nap_nar"):
         assert sum(r["split_ms"][pol].values()) == pytest.approx(r["time_ms"][pol], rel=1e-5)
@@ -144,7 +144,7 @@ def test_split_adds_up_and_compute_unchanged(table):
 
 def test_table_interpolation_hits_grid_points(table):
     import jax.numpy as jnp
-    from nuna_jax.models.llm.collective_table import interp_time_ns
+    from nuna_jax.e2e.llm.collective_table import interp_time_ns
     t = table
     ls, lt = jnp.log(jnp.asarray(t["sizes_bytes"], float)), jnp.log(jnp.asarray(t["time_ns"][0, 0, 2]))
     for k, s in enumerate(t["sizes_bytes"]):
@@ -163,7 +163,7 @@ def run(argv, capsys):
 def _current_copy(src: Path, dst: Path) -> Path:
     """``src``'s numbers re-sealed as built by this tree's model (CLI plumbing tests only: the
     numbers are not recomputed, so this is a stand-in for a fresh table, never a shipped one)."""
-    from nuna_jax.models.llm import collective_table as C, provenance as P
+    from nuna_jax.e2e.llm import collective_table as C, provenance as P
     d = C.read_table(src)
     files = P.model_file_hashes()
     d = C.seal({**d, "model_hash": P.model_hash(files), "model_files": files})
@@ -174,7 +174,7 @@ def _current_copy(src: Path, dst: Path) -> Path:
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     """A current table (the shipped numbers, re-sealed) for the command-line tests."""
-    from nuna_jax.models.llm.collective_table import SHIPPED
+    from nuna_jax.e2e.llm.collective_table import SHIPPED
     return _current_copy(SHIPPED, tmp_path_factory.mktemp("table") / "fresh.json")
 
 
@@ -184,10 +184,10 @@ def test_cli_json_keys(capsys, fresh):
     assert rc == 0
     d = json.loads(out)
     assert set(d["config"]) == {"tp", "ep", "dp", "pp", "batch", "seq_len"}
-    assert set(d["time_ms"]) == {"ua", "nap_nar"}
+    assert set(d["time_ms"]) == set(d["split_ms"]) == {"UA", "NAP+NAR"}     # canonical policy names (docs/json.md)
     for k in ("reduction", "split_ms", "configs_evaluated", "wall_s", "seq_len_candidates"):
         assert k in d
-    assert d["reduction"] == pytest.approx(1 - d["time_ms"]["nap_nar"] / d["time_ms"]["ua"])
+    assert d["reduction"] == pytest.approx(1 - d["time_ms"]["NAP+NAR"] / d["time_ms"]["UA"])
     ct = d["collective_table"]
     assert ct["path"] == str(fresh) and ct["current"] is True
     assert ct["model_hash"] == ct["current_model_hash"]
@@ -251,7 +251,7 @@ def test_shipped_table_is_current():
     It fails after any code change to a module the table depends on (provenance.model_files:
     placement, scenario, lowering, path, plans, presets, models/contention, ...); the message
     names the files and the one command that rebuilds the table."""
-    from nuna_jax.models.llm import collective_table as C
+    from nuna_jax.e2e.llm import collective_table as C
     d = C.read_table(C.SHIPPED)
     st = C.table_status(d, C.SHIPPED)
     assert st["current"], C._stale_message(st)
@@ -260,19 +260,19 @@ def test_shipped_table_is_current():
 
 
 def test_model_files_follow_the_imports():
-    from nuna_jax.models.llm.provenance import model_files
+    from nuna_jax.e2e.llm.provenance import model_files
     f = set(model_files())
     # presets.py is not needed: the System's field values are hashed (provenance.system_params)
     for need in ("placement.py", "scenario.py", "lowering.py", "path.py", "plans.py", "system.py", "nar.py",
                  "traffic.py", "models/contention/api.py", "models/contention/tables.py",
-                 "models/llm/collective_timing.py"):
+                 "e2e/llm/collective_timing.py"):
         assert f"nuna_jax/{need}" in f, need
-    for not_model in ("cli/e2e.py", "models/llm/search.py", "models/llm/collective_table.py", "sim/api.py"):
+    for not_model in ("cli/e2e.py", "e2e/llm/search.py", "e2e/llm/collective_table.py", "sim/api.py"):
         assert f"nuna_jax/{not_model}" not in f, not_model
 
 
 def test_code_hash_ignores_comments_and_docstrings(tmp_path):
-    from nuna_jax.models.llm.provenance import code_hash
+    from nuna_jax.e2e.llm.provenance import code_hash
     base = 'def f(x):\n    """Doc."""\n    return x + 1  # add\n'
     same = '"""Module doc."""\n# a comment\n\ndef f(x):\n    """Other doc,\n    two lines."""\n    return x + 1\n'
     other = 'def f(x):\n    """Doc."""\n    return x + 2  # add\n'
@@ -287,7 +287,7 @@ def test_code_hash_ignores_comments_and_docstrings(tmp_path):
 
 
 def _doctor(src: Path, dst: Path, reseal: bool, **changes) -> Path:
-    from nuna_jax.models.llm import collective_table as C
+    from nuna_jax.e2e.llm import collective_table as C
     d = json.loads(src.read_text())
     d.update(changes)
     if reseal:
@@ -301,7 +301,7 @@ def test_stale_table_exits_2_naming_the_rebuild_command(tmp_path, capsys, fresh)
     rc, _, err = run(["e2e", "--model", "llama-70b", "--gpus", "8", "--table", str(bad)], capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "stale" in err and "0123456789abcdef" in err
-    assert "python -m nuna_jax.models.llm.collective_table" in err and f"--out {bad} --jobs N" in err
+    assert "python -m nuna_jax.e2e.llm.collective_table" in err and f"--out {bad} --jobs N" in err
     assert "--rebuild-table" in err
 
 
@@ -311,12 +311,12 @@ def test_edited_hash_exits_2(tmp_path, capsys, fresh):
     rc, _, err = run(["e2e", "--model", "llama-70b", "--gpus", "8", "--table", str(bad)], capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "edited after it was built" in err and str(bad) in err
-    assert "python -m nuna_jax.models.llm.collective_table" in err
+    assert "python -m nuna_jax.e2e.llm.collective_table" in err
 
 
 def test_code_change_makes_the_table_stale(monkeypatch, capsys, fresh):
     """As after an edit of placement.py: the file's hash differs from the one the table recorded."""
-    from nuna_jax.models.llm import provenance
+    from nuna_jax.e2e.llm import provenance
     real = provenance.model_file_hashes()
     monkeypatch.setattr(provenance, "model_file_hashes",
                         lambda: {**real, "nuna_jax/placement.py": "ffffffffffffffff"})
@@ -361,7 +361,7 @@ def test_table_for_other_hardware_or_groups_is_refused(tmp_path, capsys, fresh):
     d = json.loads(fresh.read_text())
     d["system_params"] = {**d["system_params"], "hop_cycles": 99.0}
     other = tmp_path / "other.json"
-    from nuna_jax.models.llm.collective_table import seal
+    from nuna_jax.e2e.llm.collective_table import seal
     other.write_text(json.dumps(seal(d)))
     rc, _, err = run(["e2e", "--model", "llama-70b", "--table", str(other)], capsys)
     assert rc == 2 and "other hardware" in err and "hop_cycles" in err
@@ -375,7 +375,7 @@ def _fake_time(system, kind, n, size, policy, tbs):
 
 
 def test_build_resume_and_best_threadblocks(tmp_path, monkeypatch):
-    from nuna_jax.models.llm import collective_table as C
+    from nuna_jax.e2e.llm import collective_table as C
     monkeypatch.setattr(C, "time_or_none", _fake_time)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     calls = []
@@ -401,7 +401,7 @@ def test_build_resume_and_best_threadblocks(tmp_path, monkeypatch):
 
 
 def test_rebuild_table_flag_rebuilds_a_stale_table(tmp_path, monkeypatch, capsys):
-    from nuna_jax.models.llm import collective_table as C
+    from nuna_jax.e2e.llm import collective_table as C
     monkeypatch.setattr(C, "time_or_none", _fake_time)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     small = C.build_table(TABLE2, groups=[2], sizes=[1000, 10**6], multiples=[1], progress=False)
@@ -419,7 +419,7 @@ def test_rebuild_table_flag_rebuilds_a_stale_table(tmp_path, monkeypatch, capsys
 
 
 def test_module_check_command(tmp_path, capsys, fresh):
-    from nuna_jax.models.llm.collective_table import main as table_main
+    from nuna_jax.e2e.llm.collective_table import main as table_main
     assert table_main(["--check", "--out", str(fresh)]) == 0
     stale = _doctor(fresh, tmp_path / "s.json", reseal=True, model_hash="0" * 16)
     assert table_main(["--check", "--out", str(stale)]) == 1
@@ -429,7 +429,7 @@ def test_module_check_command(tmp_path, capsys, fresh):
 @pytest.mark.slow
 def test_shipped_table_matches_library():
     """An entry of the shipped table is what the library's collective model computes now (minutes)."""
-    from nuna_jax.models.llm.collective_table import SHIPPED, best_time_ns, load_table
+    from nuna_jax.e2e.llm.collective_table import SHIPPED, best_time_ns, load_table
     t = load_table("table2", allow_stale=True)
     if not t["status"]["current"]:
         pytest.skip(f"{SHIPPED} is stale (test_shipped_table_is_current says so)")
@@ -466,7 +466,7 @@ def test_config_file_errors(tmp_path, capsys):
 
 
 def test_config_flags_and_skips(table):
-    from nuna_jax.models.llm.report import RunConfig, run_all
+    from nuna_jax.e2e.llm.report import RunConfig, run_all
     cfg = RunConfig(models=("llama-7b", "mixtral-8x7b"), gpu_counts=(2, 8), phases=("decode",),
                     per_model={"mixtral-8x7b": {"ep": 8}}).with_flags(seq_len=[2048])
     r = run_all(TABLE2, table=table, config=cfg)
@@ -481,7 +481,7 @@ def test_config_flags_and_skips(table):
 def test_sequence_length_is_searched(table):
     """NUNA 5.2 chooses the sequence length that minimizes TTFT / TPOT: every cost grows with it,
     so the search lands on the shortest candidate, and its time is the pinned shortest's."""
-    from nuna_jax.models.llm.search import SEQ_LENS, search
+    from nuna_jax.e2e.llm.search import SEQ_LENS, search
     for ph in ("prefill", "decode"):
         r = search("llama-70b", 8, ph, TABLE2, table=table)
         assert r["seq_len_candidates"] == list(SEQ_LENS)
@@ -493,7 +493,7 @@ def test_sequence_length_is_searched(table):
 
 
 def test_summary_geomeans_by_hand():
-    from nuna_jax.models.llm.report import summarize
+    from nuna_jax.e2e.llm.report import summarize
 
     def pt(phase, ua, nap, ar_ua, ar_nap):
         z = {"alltoall": 0.0, "allgather": 0.0, "p2p": 0.0}

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nuna_jax.models.llm.configs import FIELD_RANGES, ModelConfig, load_model
+from nuna_jax.e2e.llm.configs import FIELD_RANGES, ModelConfig, load_model
 from nuna_jax.presets import preset
 from test_hostile_inputs import fresh_table  # noqa: F401  (a fixture: the shipped table re-sealed)
 
@@ -144,7 +144,7 @@ def _read_model(tmp_path, text: str):
         assert str(f) in msg and "\n" not in msg.strip(), msg
         return f, None
     assert isinstance(m, ModelConfig)
-    from nuna_jax.models.llm.layers import model_arrays
+    from nuna_jax.e2e.llm.layers import model_arrays
     for k, v in model_arrays(m).items():
         assert math.isfinite(float(v)) and float(v) >= 0, (k, v)
     STATS["model_ok"] += 1

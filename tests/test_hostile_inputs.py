@@ -214,7 +214,7 @@ def test_e2e_unbounded_work_exits_2_quickly(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def fresh_table(tmp_path_factory):
     """The shipped table's numbers re-sealed as built by this tree's model (CLI plumbing only)."""
-    from nuna_jax.models.llm import collective_table as C, provenance as P
+    from nuna_jax.e2e.llm import collective_table as C, provenance as P
     d = C.read_table(C.SHIPPED)
     files = P.model_file_hashes()
     d = C.seal({**d, "model_hash": P.model_hash(files), "model_files": files})
@@ -225,7 +225,7 @@ def fresh_table(tmp_path_factory):
 
 def test_e2e_refuses_a_non_finite_result(tmp_path, capsys, monkeypatch, fresh_table):
     """A search whose numbers come out non-finite is refused (exit 2), never printed or written."""
-    from nuna_jax.models.llm import search as S
+    from nuna_jax.e2e.llm import search as S
     real = S.search
 
     def nan_search(*a, **k):

@@ -87,11 +87,35 @@ def test_bad_elements(xml, msg):
         parse_msccl(xml, 4096)
 
 
-def test_size_must_split_into_whole_element_chunks():
-    with pytest.raises(ValueError, match="nchunksperloop"):
-        load_msccl(DATA / "ag2_direct.xml", 4098)  # 2049-byte chunks are not whole bf16 elements
-    with pytest.raises(ValueError, match="element size"):
-        load_msccl(DATA / "ag2_direct.xml", 4097)
+def test_a_size_the_chunks_do_not_divide_is_padded_to_whole_element_chunks():
+    # 2 chunks per loop of 2-byte elements: 4098 B -> chunks of ceil(4098 / 4) = 1025 elements = 2050 B
+    for size, pad in ((4098, 2), (4097, 3), (4100, 0)):
+        p = load_msccl(DATA / "ag2_direct.xml", size)
+        assert p.size_bytes == size and p.pad_bytes == pad and p.padded_size_bytes == 4100
+        assert list(p.nbytes) == [2050, 2050] and list(p.dst_off) == [0, 2050]
+        assert p.buffer_bytes == (2050, 4100, 0)
+    # 3-rank ring, 3 chunks per loop: 1 MB needs ceil(1e6 / 6) = 166,667 elements per chunk
+    r = load_msccl(DATA / "ag3_ring.xml", 10**6)
+    assert r.pad_bytes == 3 * 2 * 166_667 - 10**6 == 2
+    assert set(r.nbytes.tolist()) == {2 * 166_667}
+    # the padded plan is the plan of the padded size, step for step
+    q = load_msccl(DATA / "ag3_ring.xml", 10**6 + 2)
+    assert q.pad_bytes == 0
+    for k in ("step_tb", "src_off", "dst_off", "nbytes", "phase", "src_chunk", "dst_chunk", "n_chunks"):
+        np.testing.assert_array_equal(getattr(r, k), getattr(q, k), err_msg=k)
+    assert r.buffer_bytes == q.buffer_bytes
+
+
+@pytest.mark.parametrize("name", ["ndv4_ag-1m.xml", "ndv4_a2a2ll.xml", "ncv4_ag_hier_4_LL.xml"])
+def test_real_plans_take_sizes_their_chunks_do_not_divide(name):
+    f = real(name)
+    p = load_msccl(f, 10**6 + 2)          # 1 MB + one element: no chunk count of these files divides it
+    assert p.pad_bytes > 0 and p.padded_size_bytes % (p.elem_bytes * 16) == 0
+    assert p.pad_bytes < p.elem_bytes * 32   # less than one element per chunk (at most 32 chunks per loop)
+    assert np.all(p.nbytes % p.elem_bytes == 0)
+
+
+def test_missing_plan_file_is_named():
     with pytest.raises(ValueError, match="does not exist"):
         load_msccl(DATA / "nope.xml", 4096)
 

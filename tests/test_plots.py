@@ -202,7 +202,7 @@ def test_latency_map_table2_numbers():
 def test_save_rejects_bad_suffix_and_path(tmp_path, scen):
     fig = plots.latency_map_figure(preset())
     with pytest.raises(ValueError, match="suffix"):
-        plots.save(fig, tmp_path / "x.svg")
+        plots.save(fig, tmp_path / "x.gif")
     with pytest.raises(ValueError, match="suffix"):
         plots.save(fig, tmp_path / "x")
     with pytest.raises(ValueError, match="cannot be written"):

@@ -102,3 +102,19 @@ def test_relative_out_is_relative_to_the_working_directory(tmp_path, monkeypatch
     from nuna_jax.cli import main
     assert main(["reproduce", "spread", "--out", "rel"]) == 0
     assert seen["cmd"][-1] == str(tmp_path / "rel" / "spread")
+
+
+def test_max_work_reaches_every_experiment(tmp_path, monkeypatch, capsys):
+    """reproduce --max-work F: each script runs with the library's limits multiplied by F
+    (nuna_jax.cli.limited), as every other command's --max-work."""
+    from nuna_jax.cli import reproduce as R
+    out = tmp_path / "factor.txt"
+    f = tmp_path / "probe.py"
+    f.write_text("import sys\nfrom nuna_jax.limits import active\n"
+                 f"open({str(out)!r}, 'w').write(repr(active().factor) + ' ' + ' '.join(sys.argv[1:]))\n")
+    monkeypatch.setattr(R, "EXPERIMENTS", {"probe": R.Experiment(str(f), "limits probe", ("--quick",))})
+    assert main(["reproduce", "probe", "--max-work", "0.25", "--quick", "--json"]) == 0
+    assert out.read_text() == "0.25 --quick"
+    assert main(["reproduce", "probe"]) == 0            # default: the script as it always ran
+    assert out.read_text() == "1.0 "
+    capsys.readouterr()

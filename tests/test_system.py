@@ -173,3 +173,25 @@ def test_toml_file_errors_say_what_is_wrong(tmp_path):
     f.write_bytes(b"name = \"\xff\"\n")
     with pytest.raises(ValueError, match="not UTF-8"):
         from_toml(f)
+
+
+@pytest.mark.parametrize("make", [lambda: float("nan"), lambda: np.float32("inf"),
+                                  lambda: __import__("jax.numpy").numpy.asarray(float("nan")),
+                                  lambda: __import__("jax.numpy").numpy.array([1.0, float("inf")])])
+def test_replace_refuses_non_finite_concrete_values_jax_arrays_included(make):
+    # a concrete jax NaN once passed and evaluated to time_ns = 0.0
+    from nuna_jax.presets import preset
+    with pytest.raises(ValueError, match="System.hop_cycles must be finite"):
+        preset("table2").replace(hop_cycles=make())
+
+
+def test_traced_fields_still_pass_through_jit_and_vmap():
+    import jax
+    from nuna_jax.presets import preset
+    from nuna_jax.system import stack_systems
+    s = preset("table2")
+    assert float(jax.jit(lambda s: s.replace(hop_cycles=s.hop_cycles * 2).hop_ns)(s)) == pytest.approx(
+        2 * float(s.hop_ns))
+    b = stack_systems([s, s.replace(hop_cycles=3.0)])
+    np.testing.assert_allclose(jax.vmap(lambda x: x.hop_ns)(b), [float(s.hop_ns), 3.0 / float(s.noc_clock_ghz)],
+                               rtol=1e-6)

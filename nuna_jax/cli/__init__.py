@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nuna-jax: error: give a command ({', '.join(runners)}); see nuna-jax --help", file=sys.stderr)
         return 2
     use_compilation_cache()
+    from .common import RUN
+    RUN.update(argv=list(sys.argv[1:] if argv is None else argv), system=None)
     try:
         from ..limits import Limits, using
         from .common import check_output_paths

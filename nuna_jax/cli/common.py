@@ -19,9 +19,17 @@ if TYPE_CHECKING:
     from ..scenario import Scenario
     from ..system import System
 
+#: what :func:`emit_json`'s ``provenance`` says about this run besides the code: the command line
+#: (set by ``cli.main``) and the system (set by :func:`system_from_args`)
+RUN: dict = {"argv": None, "system": None}
+
+#: the suffixes ``--plot`` takes, every command alike (``plots.io.SUFFIXES``)
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
 def add_plot_arg(p, what: str) -> None:
-    """``--plot FILE.png|FILE.pdf`` (docs/plots.md)."""
-    p.add_argument("--plot", default=None, metavar="FILE.png|FILE.pdf", help=f"also draw {what} to FILE")
+    """``--plot FILE.png|FILE.pdf|FILE.svg`` (docs/plots.md)."""
+    p.add_argument("--plot", default=None, metavar="FILE.png|.pdf|.svg", help=f"also draw {what} to FILE")
 
 
 def write_plot(args, make_figure) -> None:
@@ -107,8 +115,8 @@ def check_output_paths(args) -> None:
 def check_plot_path(args) -> None:
     """Refuse a bad ``--plot`` suffix before any work (ValueError -> exit 2)."""
     path = getattr(args, "plot", None)
-    if path and not str(path).lower().endswith((".png", ".pdf")):
-        raise ValueError(f"--plot {path!r}: the file must end in .png or .pdf")
+    if path and not str(path).lower().endswith(PLOT_SUFFIXES):
+        raise ValueError(f"--plot {path!r}: the file must end in .png, .pdf or .svg")
 
 
 def number(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, what: str = ""):
@@ -133,6 +141,17 @@ def number(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False
 
     parse.__name__ = "integer" if integer else "number"
     return parse
+
+
+def size_arg(text: str) -> int:
+    """An argparse ``type``: a byte count as a size string (``1MB``, ``1MiB``, ``4096``: ``units.parse_size``)."""
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+size_arg.__name__ = "size"
 
 
 def add_max_work_arg(p) -> None:
@@ -167,6 +186,7 @@ def system_from_args(args) -> System:
         lim.check("gpus", n, f"--gpus {n}")
     s = load_system(spec, n)
     lim.check_system(s, f"--system {spec}")
+    RUN["system"] = system_labels(args, s)
     return s
 
 
@@ -197,16 +217,77 @@ def _finite(obj, where: str = "output") -> None:
             _finite(v, f"{where}[{k}]")
 
 
+def run_provenance() -> dict:
+    """``provenance`` of a command's JSON (docs/json.md): ``nuna_jax_version``, ``git_commit`` (null when
+    not a checkout), ``system``, ``system_base``, ``system_file`` (null when the command loaded no
+    system, or a preset), ``command_line`` (``nuna-jax ...`` as given)."""
+    import shlex
+
+    from ..provenance import provenance
+    labels = RUN.get("system") or {}
+    argv = RUN.get("argv")
+    return {**provenance(), "system": labels.get("system"), "system_base": labels.get("system_base"),
+            "system_file": labels.get("system_file"),
+            "command_line": None if argv is None else shlex.join(["nuna-jax", *map(str, argv)])}
+
+
+#: keys whose numbers are counts or byte sizes: written as JSON integers (docs/json.md, "Numbers")
+INTEGER_KEYS = frozenset({
+    "n_gpus", "size_bytes", "pad_bytes", "padded_size_bytes", "flits", "bytes", "n_flows", "n_tbs", "n_steps",
+    "n_phases", "inter_gpu_bytes", "tbs_per_gpu", "tbs_per_gpu_max", "elem_bytes", "flits_injected",
+    "flits_delivered", "flit_hops", "m", "n", "k", "comm_sms", "bytes_per_gpu", "message_bytes",
+})
+
+
+def _integers(obj, key=None):
+    """``obj`` with every whole float under an :data:`INTEGER_KEYS` key (or in a list under one) as an int."""
+    if isinstance(obj, dict):
+        return {k: _integers(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_integers(v, key) for v in obj]
+    if key in INTEGER_KEYS and isinstance(obj, float) and math.isfinite(obj) and obj == int(obj):
+        return int(obj)
+    return obj
+
+
+def canonical_policy_name(name: str) -> str:
+    """A policy's canonical name (``UA``, ``NAP+NAR``, ...: ``placement.POLICIES``) from any spelling."""
+    from .names import POLICIES
+    key = str(name).strip().upper().replace("_", "+").replace(" ", "")
+    for p in POLICIES:
+        if p.upper() == key:
+            return p
+    return str(name)
+
+
 def emit_json(obj) -> None:
     """One strict JSON object on stdout (no NaN / Infinity: a non-finite value is a bug, not output),
-    with a top-level ``provenance`` key (``nuna_jax.provenance``: version and git commit) added last."""
-    from ..provenance import provenance
+    in the vocabulary of docs/json.md (counts and byte sizes as integers), with a top-level
+    ``provenance`` key (:func:`run_provenance`) added last."""
     if isinstance(obj, dict) and "provenance" not in obj:
-        obj = {**obj, "provenance": provenance()}
+        obj = {**obj, "provenance": run_provenance()}
     obj = json.loads(json.dumps(obj, default=float))  # numpy / JAX scalars -> plain numbers
+    obj = _integers(obj)
     _finite(obj)
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, allow_nan=False))
     sys.stdout.write("\n")
+
+
+def padding_fields(plan, time_ns: float) -> dict:
+    """``pad_bytes`` (the bytes a plan added so that every chunk holds whole elements, ``Plan.pad_bytes``)
+    and the nccl-tests bandwidths of ``size_bytes`` (padding not counted), bytes/ns = GB/s."""
+    from ..models.collectives import bandwidths
+    return {"pad_bytes": int(plan.pad_bytes), **bandwidths(plan.collective, plan.n_gpus, plan.size_bytes, time_ns)}
+
+
+def padding_text(plan) -> str:
+    """One text line about the padding of ``plan`` ('' when it has none)."""
+    if not plan.pad_bytes:
+        if plan.algorithm != "msccl":
+            return ""
+        return f"  padding: none ({plan.size_bytes} B splits into whole-element chunks)"
+    return (f"  padding: {int(plan.pad_bytes)} B added ({plan.padded_size_bytes} B moved) so that every chunk "
+            f"holds whole {plan.elem_bytes}-byte elements; bandwidths count the {plan.size_bytes} B asked for")
 
 
 def tbs_arg(text: str):
@@ -241,9 +322,10 @@ def add_scenario_args(p) -> None:
                      help=f"generated collective: {', '.join(COLLECTIVES)}")
     src.add_argument("--plan", metavar="FILE.xml", help="an MSCCL XML algorithm file instead of --collective")
     p.add_argument("--size", required=True, metavar="SIZE",
-                   help="per-GPU buffer size, e.g. 100kB, 1MB (decimal), 1MiB (binary)")
-    p.add_argument("--policy", default="nap+nar", metavar="POLICY",
-                   help=f"placement/routing: {', '.join(x.lower() for x in POLICIES)} (default nap+nar)")
+                   help="per-GPU buffer size, e.g. 100kB, 1MB (decimal), 1MiB (binary); a size the plan's "
+                        "whole-element chunks do not divide is padded up (pad_bytes in the output)")
+    p.add_argument("--policy", default="NAP+NAR", metavar="POLICY",
+                   help=f"placement/routing: {', '.join(POLICIES)} (any case: nap+nar is NAP+NAR; default NAP+NAR)")
     add_tbs_arg(p)
     p.add_argument("--nar-granularity", type=number(1, 10**9, integer=True), default=None, metavar="G",
                    help="NAR domains (default: logical groups per GPU clamped to [2, 2*mesh_rows])")

@@ -1,6 +1,6 @@
 """``nuna-jax e2e``: end-to-end LLM inference (TTFT / TPOT) with and without NUNA-aware collectives.
 
-NUNA sections 5.2 and 6.7; the model is ``nuna_jax.models.llm`` (docs/e2e.md).  The collective
+NUNA sections 5.2 and 6.7; the model is ``nuna_jax.e2e.llm`` (docs/e2e.md).  The collective
 times come from a table that records the model code that built it: a stale table is refused
 (exit 2, naming the command that rebuilds it) unless ``--rebuild-table``.
 """
@@ -66,8 +66,8 @@ def _system(args, config=None, max_group: int = 64):
     collectives must be timed first (any system but Table 2's hardware), the largest run of the
     table build (``max_group`` GPUs, the grid's largest size and threadblock count)."""
     from ..limits import check_traffic_work, generated_plan_work
-    from ..models.llm import provenance
-    from ..models.llm.collective_table import SIZE_GRID_BYTES, TBS_MULTIPLES
+    from ..e2e.llm import provenance
+    from ..e2e.llm.collective_table import SIZE_GRID_BYTES, TBS_MULTIPLES
     from ..presets import is_system_file, load_system, preset
     lim = limits_from_args(args)
     spec = args.system or (config.system if config else None) or "table2"
@@ -75,6 +75,9 @@ def _system(args, config=None, max_group: int = 64):
         lim.check_file(spec, "--system file")
     s = load_system(spec)
     lim.check_system(s, f"--system {spec}")
+    from .common import RUN
+    from ..presets import system_origin
+    RUN["system"] = {"system": s.name, **system_origin(spec)}
     if provenance.system_params(s) != provenance.system_params(preset("table2")) or args.rebuild_table:
         n = max(2, int(max_group))
         t = max(TBS_MULTIPLES) * (n - 1)
@@ -83,6 +86,22 @@ def _system(args, config=None, max_group: int = 64):
                            f"(All-Reduce of {max(SIZE_GRID_BYTES)} B on {n} GPUs, {t} threadblocks per GPU)",
                            flits=False)
     return s
+
+
+#: the model's policy keys and their canonical names (docs/json.md: ``UA``, ``NAP+NAR`` in text and JSON)
+POLICY_KEYS = {"ua": "UA", "nap_nar": "NAP+NAR"}
+
+
+def canonical_policy_keys(obj):
+    """``obj`` with every dict keyed by the model's policy keys (``time_ms``, ``split_ms``: ``ua``,
+    ``nap_nar``) keyed by the canonical policy names instead."""
+    if isinstance(obj, dict):
+        if obj and set(obj) <= set(POLICY_KEYS):
+            return {POLICY_KEYS[k]: canonical_policy_keys(v) for k, v in obj.items()}
+        return {k: canonical_policy_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [canonical_policy_keys(v) for v in obj]
+    return obj
 
 
 def _check_finite(obj, what: str, where: str = "") -> None:
@@ -100,7 +119,7 @@ def _check_finite(obj, what: str, where: str = "") -> None:
 
 
 def _table(args, system, groups):
-    from ..models.llm.collective_table import load_table
+    from ..e2e.llm.collective_table import load_table
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     return load_table(system, groups=groups, jobs=args.jobs, path=args.table, rebuild=args.rebuild_table,
@@ -143,7 +162,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..models.llm.configs import load_model, model_names
+    from ..e2e.llm.configs import load_model, model_names
     if args.list:
         rows = []
         for n in model_names():
@@ -161,8 +180,8 @@ def _run(args) -> int:
         return _run_all(args)
     if args.config:
         raise ValueError("--config goes with --all (for one model, give its settings as flags)")
-    from ..models.llm.collective_table import GROUP_SIZES
-    from ..models.llm.search import search, validate_pins
+    from ..e2e.llm.collective_table import GROUP_SIZES
+    from ..e2e.llm.search import search, validate_pins
     gpus = 8 if args.gpus is None else args.gpus
     phase = args.phase or "decode"
     pins = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp}
@@ -170,7 +189,7 @@ def _run(args) -> int:
     seqs = _ints(args.seq_len, "--seq-len") if args.seq_len else None
     model = load_model(args.model)
     validate_pins(model, gpus, {k: v for k, v in pins.items() if v is not None})
-    from ..models.llm.search import SEQ_LENS, check_search_work, default_batches
+    from ..e2e.llm.search import SEQ_LENS, check_search_work, default_batches
     check_search_work(gpus, batches or default_batches(gpus), seqs or SEQ_LENS, pins,
                       source=f"e2e of {model.name} on {gpus} GPUs")
     groups = [g for g in GROUP_SIZES if g <= max(2, gpus)]
@@ -178,6 +197,7 @@ def _run(args) -> int:
     table = _table(args, s, groups)       # input errors first
     r = search(model, gpus, phase, s, table=table, batches=batches, seqs=seqs, pins=pins)
     _check_finite(r, f"e2e of {model.name}")
+    r = canonical_policy_keys(r)
     if args.json:
         emit_json(r)
         return 0
@@ -187,9 +207,9 @@ def _run(args) -> int:
           f"{r['configs_evaluated']} configurations, {r['configs_fit']} valid and fit, {r['wall_s']:.2f} s")
     print(f"  config   TP={c['tp']} EP={c['ep']} DP={c['dp']} PP={c['pp']} batch={c['batch']} "
           f"seq_len={c['seq_len']} ({r['mem_gb_per_gpu']:.1f} GB/GPU)")
-    print(f"  {metric:4s}     UA {r['time_ms']['ua']:.4f} ms   NAP+NAR {r['time_ms']['nap_nar']:.4f} ms   "
+    print(f"  {metric:4s}     UA {r['time_ms']['UA']:.4f} ms   NAP+NAR {r['time_ms']['NAP+NAR']:.4f} ms   "
           f"reduction {100 * r['reduction']:.1f}%")
-    for pol in ("ua", "nap_nar"):
+    for pol in ("UA", "NAP+NAR"):
         sp = r["split_ms"][pol]
         print(f"  split {pol:7s} " + "  ".join(f"{k} {v:.4f}" for k, v in sp.items()) + " (ms)")
     print(_table_line(r.get("collective_table")))
@@ -197,8 +217,8 @@ def _run(args) -> int:
 
 
 def _run_all(args) -> int:
-    from ..models.llm.collective_table import GROUP_SIZES
-    from ..models.llm.report import PAPER, RunConfig, load_run_config, run_all
+    from ..e2e.llm.collective_table import GROUP_SIZES
+    from ..e2e.llm.report import PAPER, RunConfig, load_run_config, run_all
     cfg = load_run_config(args.config) if args.config else RunConfig()
     flags = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "pp": args.pp,
              "batch": _ints(args.batch, "--batch") if args.batch else None,
@@ -214,12 +234,16 @@ def _run_all(args) -> int:
     groups = [g for g in GROUP_SIZES if g <= max(2, max(cfg.gpu_counts))]
     s = _system(args, cfg, max_group=max(groups))
     table = _table(args, s, groups)
-    prog = None if args.json else (lambda r: print(
-        f"  {r['model']:18s} {r['n_gpus']:3d} {r['phase']:7s} UA {r['time_ms']['ua']:10.4f} ms  "
-        f"NAP+NAR {r['time_ms']['nap_nar']:10.4f} ms  {100 * r['reduction']:6.1f}%", file=sys.stderr))
-    out = run_all(s, progress=prog, jobs=args.jobs, config=cfg, table=table)
+    from ..progress import Stages
+    n_points = len(cfg.model_list()) * len(cfg.gpu_counts) * len(cfg.phases)   # at most: some may not fit
+    with Stages("e2e", enabled=not args.json) as stages, \
+            stages.stage("evaluating", n_points, "points") as st:
+        def prog(r):        # one finished (model, GPUs, phase) point: the bar moves, its numbers are the note
+            st.advance(note=f"{r['model']} {r['n_gpus']} GPUs {r['phase']}: {100 * r['reduction']:.1f}%")
+        out = run_all(s, progress=prog, jobs=args.jobs, config=cfg, table=table)
     _check_finite(out, "e2e --all")
     out["paper"] = PAPER
+    out = canonical_policy_keys(out)
     if args.json:
         emit_json(out)
         return 0

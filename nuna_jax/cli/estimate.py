@@ -15,7 +15,8 @@ congestion-unaware or congestion-aware analytical backend (docs/traces.md).
 from __future__ import annotations
 
 from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args,
-                     number, parse_size, system_from_args, system_labels, system_text, write_plot)
+                     number, padding_fields, padding_text, parse_size, system_from_args, system_labels, system_text,
+                     write_plot)
 
 
 def add_parser(sub) -> None:
@@ -74,29 +75,82 @@ def _model_row(args, label: str, system, traffic) -> dict:
             "n_gpus": system.n_gpus}
 
 
-def _one(s, args, policy: str, simulate: bool = False):
-    """(report row, scenario) of one policy; ``simulate`` adds the exact simulator's completion time."""
+def _scenario(s, args, policy: str, simulate: bool = False):
+    """The scenario of one policy (``simulate``: the simulator's flits are checked against the limits)."""
     import copy
 
     from .common import scenario_from_args
     a = copy.copy(args)
     a.policy = policy
-    sc = scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
+    return scenario_from_args(a, s, flits=simulate)   # with --plan and no --gpus: the file's GPU count
+
+
+def _row(args, sc) -> dict:
+    """The report row of one scenario (the path model's estimate, the padding and bandwidths)."""
     # the placement's own name: a --placement file is labelled by the policy saved in it (OPT), not by --policy
     desc = sc.describe()
-    d = {**_model_row(args, sc.placement.policy, sc.system, sc.traffic), "tbs_per_gpu": desc["tbs_per_gpu"],
-         "tbs_chosen_by": desc["tbs_chosen_by"], "scenario": desc}
+    row = _model_row(args, sc.placement.policy, sc.system, sc.traffic)
+    return {**row, "tbs_per_gpu": desc["tbs_per_gpu"], "tbs_chosen_by": desc["tbs_chosen_by"],
+            **padding_fields(sc.plan, row["time_ns"]), "scenario": desc}
+
+
+def _simulated_ns(sc) -> float:
+    from ..sim import simulate as run_sim
+    return float(run_sim(sc.system, sc.traffic).completion_ns)
+
+
+def _one(s, args, policy: str, simulate: bool = False, stages=None):
+    """(report row, scenario) of one policy; ``simulate`` adds the exact simulator's completion time."""
+    from ..progress import Stages
+    stages = stages or Stages(enabled=False)
+    with stages.stage("planning", 1, "policies") as st:
+        sc = _scenario(s, args, policy, simulate)
+        st.advance(note=policy)
+    with stages.stage("evaluating", 1, "policies") as st:
+        d = _row(args, sc)
+        st.advance(note=policy)
     if simulate:
-        from ..sim import simulate as run_sim
-        d["simulated_ns"] = float(run_sim(sc.system, sc.traffic).completion_ns)
+        with stages.stage("simulating", 1, "policies") as st:
+            d["simulated_ns"] = _simulated_ns(sc)
+            st.advance(note=policy)
     return d, sc
 
 
-def _optimized(args, nap, ua_row):
+def _all_policies(s, args, policies, stages):
+    """[(report row, scenario)] of every policy, stage by stage: planning (plan, placement, the
+    threadblock and NAR-granularity searches; the first compiles the path model), evaluating,
+    simulating (with ``--simulate``)."""
+    n = len(policies)
+    scs = []
+    with stages.stage("planning", n, "policies") as st:
+        for k, p in enumerate(policies):
+            st.note(f"{p} (compiling the path model)" if k == 0 else p)
+            scs.append(_scenario(s, args, p, args.simulate))
+            st.advance()
+    rows = []
+    with stages.stage("evaluating", n, "policies") as st:
+        for p, sc in zip(policies, scs):
+            st.note(p)
+            rows.append(_row(args, sc))
+            st.advance()
+    if args.simulate:
+        with stages.stage("simulating", n, "policies") as st:
+            for p, sc, r in zip(policies, scs, rows):
+                st.note(p)
+                r["simulated_ns"] = _simulated_ns(sc)
+                st.advance()
+    return list(zip(rows, scs))
+
+
+def _optimized(args, nap, ua_row, stages=None):
     """(report row, plot panel) of the gradient-searched placement on NAP+NAR's plan (``optim.optimize``)."""
     from ..lowering import build_traffic
-    from ..optim.driver import optimize
-    o = optimize(nap.system, nap.plan, baselines=False)   # the row is the search; `optimize` reports baselines
+    from ..optim.driver import OPTIMIZE_STEPS, optimize
+    from ..progress import Stages
+    stages = stages or Stages(enabled=False)
+    st, step = stages.callback("optimizing", [k for k in OPTIMIZE_STEPS if k != "baselines"])
+    with st:
+        o = optimize(nap.system, nap.plan, baselines=False, progress=step)   # `optimize` reports baselines
     t = build_traffic(nap.system, nap.plan, o["placement"])
     d = _model_row(args, "OPTIMIZED", nap.system, t)
     d.update({"tbs_per_gpu": int(nap.plan.tbs_per_gpu.max(initial=0)), "tbs_chosen_by": "NAP+NAR's plan"})
@@ -144,22 +198,26 @@ def run(args) -> int:
         head["closed_form_ns"] = _closed_form(s, args.collective, size, args.algorithm)
     if pol == "all":
         from ..placement import FIGURE11_ORDER as POLICY_ORDER
-        done = [_one(s, args, p, args.simulate) for p in POLICY_ORDER]
-        rows = [d for d, _ in done]
-        head["n_gpus"] = rows[0]["n_gpus"]
-        ua = rows[0]["time_ns"]
-        for r in rows:
-            r["speedup_over_ua"] = ua / r["time_ns"]
-            if args.simulate:
-                r["sim_speedup_over_ua"] = rows[0]["simulated_ns"] / r["simulated_ns"]
-        scs = dict(zip(POLICY_ORDER, (sc for _, sc in done)))
-        panels = [(k, scs[k].system, scs[k].placement, scs[k].traffic) for k in ("UA", "NAP+NAR")]
-        if args.optimize:
-            row, panel = _optimized(args, scs["NAP+NAR"], rows[0])
-            rows.append(row)
-            panels.append(panel)
-        from ..plots import compare_figure
-        write_plot(args, lambda: compare_figure(panels))
+        from ..progress import Stages
+        with Stages("estimate", enabled=not args.json) as stages:
+            done = _all_policies(s, args, POLICY_ORDER, stages)
+            rows = [d for d, _ in done]
+            head["n_gpus"] = rows[0]["n_gpus"]
+            ua = rows[0]["time_ns"]
+            for r in rows:
+                r["speedup_over_ua"] = ua / r["time_ns"]
+                if args.simulate:
+                    r["sim_speedup_over_ua"] = rows[0]["simulated_ns"] / r["simulated_ns"]
+            scs = dict(zip(POLICY_ORDER, (sc for _, sc in done)))
+            panels = [(k, scs[k].system, scs[k].placement, scs[k].traffic) for k in ("UA", "NAP+NAR")]
+            if args.optimize:
+                row, panel = _optimized(args, scs["NAP+NAR"], rows[0], stages)
+                rows.append(row)
+                panels.append(panel)
+            if args.plot:
+                from ..plots import compare_figure
+                with stages.stage("plotting"):
+                    write_plot(args, lambda: compare_figure(panels))
         out = {**head, "policies": rows}
         if args.json:
             emit_json(out)
@@ -169,6 +227,8 @@ def run(args) -> int:
               f"analytical path model; threadblocks per GPU: "
               + ("the best of " + ", ".join(rows[0]["scenario"]["tbs_search_ns"]) + " per policy"
                  if rows[0]["tbs_chosen_by"] == "search" else rows[0]["tbs_chosen_by"]))
+        if padding_text(scs["UA"].plan):
+            print(padding_text(scs["UA"].plan))
         sim_head = f" {'simulated_ns':>12s} {'sim speedup':>11s}" if args.simulate else ""
         print(f"  {'policy':9s} {'tbs':>5s} {'time_ns':>10s} {'bound_ns':>10s} {'speedup':>8s}{sim_head}  bottleneck")
         for r in rows:
@@ -180,7 +240,7 @@ def run(args) -> int:
             print(f"  closed form (alpha = best/mean/worst path): {cf['best']:.1f} / {cf['mean']:.1f} / "
                   f"{cf['worst']:.1f} ns")
         return 0
-    r, _ = _one(s, args, pol)
+    r, sc = _one(s, args, pol)
     out = {**head, **r}
     if args.json:
         emit_json(out)
@@ -191,6 +251,11 @@ def run(args) -> int:
           f"{r['tbs_per_gpu']} threadblocks/GPU ({r['tbs_chosen_by']}): {r['n_flows']} flows, {r['flits']:.0f} flits")
     print(f"  time_ns         {r['time_ns']:12.1f}   (estimate; bottleneck: {bottleneck_text(b)})")
     print(f"  lower_bound_ns  {r['lower_bound_ns']:12.1f}")
+    if r["algbw_bytes_per_ns"] is not None:
+        bus = "" if r["busbw_bytes_per_ns"] is None else f", busbw {r['busbw_bytes_per_ns']:.1f} GB/s"
+        print(f"  algbw {r['algbw_bytes_per_ns']:.1f} GB/s{bus} (nccl-tests' definitions, of the estimate)")
+    if padding_text(sc.plan):
+        print(padding_text(sc.plan))
     print(f"  smooth (tau={r['temperature_ns']:g} ns) {r['smooth_estimate_ns']:9.1f}")
     print("  breakdown (ns, summed over phases): "
           f"latency {b['latency_ns']:.1f}, CU issue {b['cu_issue_ns']:.1f}, link {b['link_ns']:.1f}, "
@@ -215,8 +280,14 @@ def _run_network(args) -> int:
     size = parse_size(args.size)
     if str(args.collective).strip().lower() == "send" or args.backend:
         return _run_backend(args, net, size)
+    from ..plans import canonical_collective
     r = collective_time_ns(net, args.collective, size, args.network_algorithm)
-    out = {"network_file": args.network, "network": net.describe(), **r}
+    # the command's vocabulary (docs/json.md): the collective as the plans name it, the NPUs as n_gpus
+    r = {**r, "collective": canonical_collective(args.collective), "size_bytes": size,
+         # a dimension's message is a model quantity (may be fractional): not a size_bytes
+         "dims": [{("message_bytes" if k == "size_bytes" else k): v for k, v in d.items()} for d in r["dims"]]}
+    r["n_gpus"] = r.pop("n_npus")
+    out = {"network_file": args.network, "network": _network_json(net), **r}
     if args.json:
         emit_json(out)
         return 0
@@ -224,8 +295,15 @@ def _run_network(args) -> int:
           f"{r['time_ns']:.1f} ns (closed form, hierarchical)")
     for k, d in enumerate(r["dims"]):
         print(f"  dim {k}: {d['topology']:14s} p={d['p']:<4d} {d['algorithm']:9s} alpha {d['alpha_ns']:.1f} ns, "
-              f"{1 / d['beta_ns_per_byte']:.2f} B/ns, {format_size(d['size_bytes'])} -> {d['time_ns']:.1f} ns")
+              f"{1 / d['beta_ns_per_byte']:.2f} B/ns, {format_size(d['message_bytes'])} -> {d['time_ns']:.1f} ns")
     return 0
+
+
+def _network_json(net) -> dict:
+    """An ASTRA-sim network in the command's vocabulary (docs/json.md: NPUs are ``n_gpus``)."""
+    nd = net.describe()
+    nd["n_gpus"] = nd.pop("n_npus")
+    return nd
 
 
 def _run_backend(args, net, size: int) -> int:
@@ -236,7 +314,7 @@ def _run_backend(args, net, size: int) -> int:
         if args.src is None or args.dst is None:
             raise ValueError("--collective send needs --src A and --dst B (NPU ids of the --network)")
         r = send_time_ns(net, args.src, args.dst, size, backend)
-        out = {"network_file": args.network, "network": net.describe(), "collective": "send", **r}
+        out = {"network_file": args.network, "network": _network_json(net), "collective": "send", **r}
         if args.json:
             emit_json(out)
             return 0
@@ -246,7 +324,7 @@ def _run_backend(args, net, size: int) -> int:
     if args.src is not None or args.dst is not None:
         raise ValueError("--src and --dst go with --collective send")
     r = backend_collective_ns(net, args.collective, size, backend, args.network_algorithm, limits_from_args(args))
-    out = {"network_file": args.network, "network": net.describe(), **r}
+    out = {"network_file": args.network, "network": _network_json(net), **r}
     if args.json:
         emit_json(out)
         return 0

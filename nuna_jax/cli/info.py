@@ -16,10 +16,37 @@ def add_parser(sub) -> None:
     add_plot_arg(p, "the zero-load latency map: CU -> nearest and farthest I/O port (NUNA Figure 4)")
 
 
+#: derived quantities of a System that ``info`` reports beside its fields (``System`` properties, units in
+#: their names: ns, bytes/ns)
+DERIVED = ("n_routers", "n_cus", "cols_per_die", "n_directed_links", "hop_ns", "bisection_bw_bytes_per_ns",
+           "hbm_total_bw_bytes_per_ns", "scaleup_bw_bytes_per_ns")
+
+
+def system_fields(s) -> dict:
+    """Every ``System`` field under its own name (docs/json.md: "System field names as they are"), then
+    ``mesh`` ``[cols, rows]`` and :data:`DERIVED`; continuous fields as floats, counts as ints."""
+    import dataclasses
+
+    import numpy as np
+
+    def plain(v):
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, np.integer)):
+            return int(v)
+        if isinstance(v, str):
+            return v
+        return float(np.asarray(v))
+    d = {f.name: plain(getattr(s, f.name)) for f in dataclasses.fields(s)}
+    d["mesh"] = [int(s.mesh_cols), int(s.mesh_rows)]
+    d.update({k: plain(getattr(s, k)) for k in DERIVED})
+    return d
+
+
 def info_dict(s) -> dict:
     from ..geometry import port_router, router_xy, stack_router
     from ..models.spread import nuna_spread
-    d = s.summary()
+    d = system_fields(s)
     sp = nuna_spread(s)
     d["noc_latency_ns"] = {"cu_to_port": sp["cu_to_port"], "port_to_stack": sp["port_to_stack"]}
     d["gpu_to_gpu_latency_ns"] = {"store": sp["store"], "transfer": sp["transfer"]}
@@ -46,10 +73,10 @@ def run(args) -> int:
     print(f"system {system_text(d)}: {n['mesh'][0]}x{n['mesh'][1]} mesh over {n['n_dies']} compute dies, "
           f"{n['n_cus']} CUs ({n['cus_per_router']}/router), {n['n_hbm_stacks']} HBM stacks, "
           f"{n['n_io_ports']} I/O ports ({d['io_ports_per_edge_router']}/edge router), pod of {n['n_gpus']} GPUs")
-    print(f"  NoC {n['noc_clock_ghz']:g} GHz, hop {n['hop_ns']:.3f} ns, link {n['link_bw_GBps']:.1f} GB/s "
-          f"(bisection {n['bisection_bw_TBps']:.1f} TB/s); HBM {n['hbm_total_bw_TBps']:.1f} TB/s, "
-          f"{n['hbm_latency_ns']:g} ns; ports {n['port_bw_GBps']:.1f} GB/s each "
-          f"({n['scaleup_bw_TBps']:.2f} TB/s), switch {n['switch_latency_ns']:g} ns")
+    print(f"  NoC {n['noc_clock_ghz']:g} GHz, hop {n['hop_ns']:.3f} ns, link {n['link_bw_bytes_per_ns']:.1f} GB/s "
+          f"(bisection {n['bisection_bw_bytes_per_ns'] / 1e3:.1f} TB/s); HBM {n['hbm_total_bw_bytes_per_ns'] / 1e3:.1f} "
+          f"TB/s, {n['hbm_latency_ns']:g} ns; ports {n['port_bw_bytes_per_ns']:.1f} GB/s each "
+          f"({n['scaleup_bw_bytes_per_ns'] / 1e3:.2f} TB/s), switch {n['switch_latency_ns']:g} ns")
     print("\nzero-load latency (ns)            best      mean     worst")
     for label, v in (("NoC CU -> port (incl. CU->NoC)", l["cu_to_port"]),
                      ("NoC port -> stack", l["port_to_stack"]),

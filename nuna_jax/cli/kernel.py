@@ -8,7 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from .common import add_max_work_arg, emit_json, limits_from_args, number
+from .common import add_max_work_arg, emit_json, format_size, limits_from_args, number, size_arg
 from .names import KERNEL_MECHANISMS, KERNEL_OPS, KERNEL_PRESETS, KERNEL_SCHEDULES
 
 #: Largest GEMM dimension accepted (m, n, k): 2^24, far above any of the papers' shapes.
@@ -27,8 +27,9 @@ def add_parser(subparsers):
     p.add_argument("--m", type=dim, help="rows of the local GEMM (gathered rows for ag+gemm), in (0, 2^24]")
     p.add_argument("--n", type=dim, help="columns of the local GEMM, in (0, 2^24]")
     p.add_argument("--k", type=dim, help="reduction dim of the local GEMM, in (0, 2^24]")
-    p.add_argument("--bytes", type=number(0.0, 1e15, lo_open=True), dest="n_bytes",
-                   help="buffer size for a plain collective (bytes), in (0, 1e15]")
+    p.add_argument("--bytes", "--size", type=size_arg, dest="n_bytes", metavar="SIZE",
+                   help="buffer size for a plain collective: a size such as 1MB, 1MiB or 4096 (bytes), "
+                        "1 B .. 1e15 B (--size is the same flag)")
     p.add_argument("--gpus", type=number(1, 10**9, integer=True, what="n_gpus"), default=8)
     p.add_argument("--system", default="h100", help=f"kernel preset: {', '.join(KERNEL_PRESETS)}")
     p.add_argument("--schedule", choices=KERNEL_SCHEDULES, default="intra")
@@ -52,11 +53,13 @@ def run(args) -> int:
     from ..models import kernel as K
     limits_from_args(args).check("gpus", args.gpus, f"--gpus {args.gpus}")
     hw = kernel_preset(args.system, n_gpus=args.gpus)
+    from .common import RUN
+    RUN["system"] = {"system": hw.name, "system_base": None, "system_file": None}   # a kernel preset
     t = K.kernel_terms(hw, args.op, args.m, args.n, args.k, args.gpus, args.schedule,
                        args.comm_sms, args.mechanism, n_bytes=args.n_bytes, elem_bytes=args.elem_bytes)
     mech = args.mechanism or K.default_mechanism(hw, args.op, args.schedule if args.op in K.FUSED_OPS else "inter")
     out = {"system": hw.name, "op": args.op, "m": args.m, "n": args.n, "k": args.k,
-           "n_bytes": args.n_bytes, "gpus": args.gpus,
+           "size_bytes": args.n_bytes, "n_gpus": args.gpus,
            "schedule": args.schedule if args.op in K.FUSED_OPS else None,
            "mechanism": None if args.op == "gemm" else mech,
            "terms_ns": {k: _f(t[k]) for k in _TERMS},
@@ -77,7 +80,7 @@ def run(args) -> int:
         emit_json(out)
         return 0
     shape = (f"m={args.m:g} n={args.n:g} k={args.k:g}" if args.op != "all-reduce" and args.m
-             else f"bytes={args.n_bytes:g}" if args.n_bytes else "")
+             else f"size={format_size(args.n_bytes)}" if args.n_bytes else "")
     print(f"{args.op} on {hw.name} x{args.gpus}  {shape}  schedule={out['schedule']}  "
           f"mechanism={out['mechanism']}" + (f"  comm_sms={out['comm_sms']:g}" if out.get("comm_sms") else ""))
     for k in _TERMS:

@@ -86,23 +86,21 @@ def run(args) -> int:
         from .common import tbs_for_work
         _check_work(args, s, generated_plan_work(canonical_collective(args.collective), args.algorithm, s.n_gpus,
                                                  tbs_for_work(args, s.n_gpus, args.algorithm), size))
-    s, plan, nap_sc = _plan(args, s)
-    _check_work(args, s, None, plan)
-    tty = sys.stderr.isatty() and not args.json
-    stages = ["tables", "compiled", "descended", "rounded", "searched", "baselines", "simulated"]
-
-    def bar(stage):
-        if tty:
-            k = stages.index(stage) + 1 if stage in stages else 0
-            sys.stderr.write(f"\r[{'#' * k}{'.' * (len(stages) - k)}] {stage:10s}")
-            sys.stderr.flush()
-
-    r = optimize(s, plan, budget=args.budget, steps=args.steps, seeds=args.seeds, n_candidates=args.candidates,
-                 descent=not args.no_descent, baselines=not args.no_baselines,
-                 nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
-                 straight_through=args.straight_through)
-    if tty:
-        sys.stderr.write("\n")
+    from ..optim.driver import OPTIMIZE_STEPS
+    from ..progress import Stages
+    steps = [k for k in OPTIMIZE_STEPS if not (k == "baselines" and args.no_baselines)
+             and not (k == "descended" and args.no_descent)]
+    with Stages("optimize", enabled=not args.json) as stages:
+        with stages.stage("planning", 1, "plans") as st:
+            s, plan, nap_sc = _plan(args, s)     # NAP+NAR's scenario (its searches compile the path model)
+            st.advance()
+        _check_work(args, s, None, plan)
+        st, bar = stages.callback("optimizing", steps)
+        with st:
+            r = optimize(s, plan, budget=args.budget, steps=args.steps, seeds=args.seeds,
+                         n_candidates=args.candidates, descent=not args.no_descent, baselines=not args.no_baselines,
+                         nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
+                         straight_through=args.straight_through)
     pl = r.pop("placement")
     r = _finite_or_none(r)
     if args.save:

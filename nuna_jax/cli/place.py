@@ -11,8 +11,8 @@ import numpy as np
 
 from typing import TYPE_CHECKING
 
-from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, system_from_args,
-                     system_labels, system_text, write_plot)
+from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, padding_text,
+                     system_from_args, system_labels, system_text, write_plot)
 from .common import add_scenario_args, scenario_from_args
 
 if TYPE_CHECKING:
@@ -105,6 +105,8 @@ def run(args) -> int:
           f"(routing granularity {pl['routing_granularity']}, placement granularity {pl['placement_granularity']})")
     print(f"  flows: {d['traffic']['n_flows']}, flits: {d['traffic']['flits']:.0f}, "
           f"bytes: {format_size(d['traffic']['bytes'])}")
+    if padding_text(sc.plan):
+        print(padding_text(sc.plan))
     print(f"  CUs used: {out['cus_used']} (per die, all GPUs: {out['cus_used_per_die']})")
     for k in ("hops_cu_to_port", "hops_port_to_stack", "hops_stack_to_cu"):
         print(f"  {k:20s} mean {out[k]['mean']:.2f}  max {out[k]['max']:.0f}")

@@ -79,6 +79,8 @@ def add_parser(sub) -> None:
                    help="run up to N experiments at once (the report still runs last; default 1)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    from .common import add_max_work_arg
+    add_max_work_arg(p)            # each experiment runs under it (nuna_jax.cli.limited)
 
 
 def _chosen(args) -> list[str]:
@@ -122,7 +124,10 @@ def run(args) -> int:
 
     def command(name):
         e = EXPERIMENTS[name]
-        cmd = [sys.executable, str(root / e.script)] + (list(e.quick) if args.quick else [])
+        script = [str(root / e.script)]
+        if args.max_work != 1.0:         # the library's limits inside the script: --max-work's
+            script = ["-m", "nuna_jax.cli.limited", repr(float(args.max_work))] + script
+        cmd = [sys.executable, *script] + (list(e.quick) if args.quick else [])
         if out_dir is not None and e.takes_out:
             cmd += ["--out", str(out_dir / name)]
         return cmd
@@ -160,7 +165,7 @@ def _run_waves(args, names, command, running) -> int:
     # the report reads every other experiment's JSON: it waits for all of them
     waves = [[n for n in names if n != "report"]] + ([["report"]] if "report" in names else [])
     results = []
-    with Progress(total=len(names), label="reproduce", unit="experiments", enabled=not args.json) as bar:
+    with Progress(total=len(names), label="running", unit="experiments", enabled=not args.json) as bar:
         for wave in waves:
             pending = list(wave)
             while pending or running:

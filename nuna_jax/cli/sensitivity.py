@@ -1,4 +1,4 @@
-"""``nuna-jax sensitivity --collective C --size S --gpus N --policy P [--json] [--plot FILE.png]``.
+"""``nuna-jax sensitivity --collective C --size S --gpus N --policy P [--json] [--plot FILE.png|.pdf|.svg]``.
 
 d(time)/d(parameter) and the elasticity of the path model's estimate for every
 continuous hardware parameter, by ``jax.grad`` (``nuna_jax.sweep.sensitivity``),
@@ -7,8 +7,8 @@ ranked by how much time a 1 % change buys.
 
 from __future__ import annotations
 
-from .common import add_scenario_args, add_system_args, emit_json, format_size, parse_size, \
-    scenario_from_args, system_from_args, system_labels, system_text
+from .common import add_plot_arg, add_scenario_args, add_system_args, check_plot_path, emit_json, format_size, \
+    parse_size, scenario_from_args, system_from_args, system_labels, system_text
 
 
 def add_parser(sub) -> None:
@@ -18,23 +18,33 @@ def add_parser(sub) -> None:
                     "continuous hardware parameter; rank the knobs by elasticity.")
     add_system_args(p)
     add_scenario_args(p)
-    p.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of the elasticities")
+    add_plot_arg(p, "a bar chart of the elasticities")
 
 
 def run(args) -> int:
     from ..sweep.sensitivity import plot_sensitivity, sensitivity
-    if args.plot is not None and not str(args.plot).lower().endswith(".png"):
-        raise ValueError(f"--plot must name a .png file, got {args.plot!r}")
+    import sys
+
+    from ..progress import Stages
+    check_plot_path(args)
     s = system_from_args(args)
-    sc = scenario_from_args(args, s)
-    r = sensitivity(sc.system, sc.traffic)
+    with Stages("sensitivity", enabled=not args.json) as stages:
+        with stages.stage("planning", 1, "scenarios") as st:
+            sc = scenario_from_args(args, s)
+            st.advance()
+        with stages.stage("evaluating") as st:      # jax.grad of the path model (compiles, then runs)
+            r = sensitivity(sc.system, sc.traffic)
     what = args.collective or args.plan
     head = {"collective": args.collective, "plan_file": getattr(args, "plan", None),
             "size_bytes": parse_size(args.size), "n_gpus": sc.system.n_gpus, "policy": sc.placement.policy,
             **system_labels(args, s)}
     if args.plot:
-        plot_sensitivity(r, args.plot, f"{what} {format_size(head['size_bytes'])}, {head['n_gpus']} GPUs, "
-                                       f"{head['policy']}: T = {r['time_ns']:.0f} ns")
+        try:       # matplotlib picks the format by the suffix (.png, .pdf, .svg: check_plot_path)
+            plot_sensitivity(r, args.plot, f"{what} {format_size(head['size_bytes'])}, {head['n_gpus']} GPUs, "
+                                           f"{head['policy']}: T = {r['time_ns']:.0f} ns")
+        except OSError as e:
+            raise ValueError(f"cannot write --plot {args.plot!r}: {e.strerror or e}") from None
+        print(f"plot written to {args.plot}", file=sys.stderr)
     if args.json:
         emit_json({**head, **r})
         return 0

@@ -6,8 +6,8 @@ import os
 import sys
 import time
 
-from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, limits_from_args, number,
-                     system_from_args, system_labels, system_text, write_plot)
+from .common import (add_plot_arg, add_system_args, check_plot_path, emit_json, format_size, limits_from_args, number,
+                     padding_text, system_from_args, system_labels, system_text, write_plot)
 
 
 def add_parser(sub) -> None:
@@ -64,7 +64,10 @@ def run(args) -> int:
     elif args.trace_max_slices is not None:
         raise ValueError("--trace-max-slices needs --trace FILE.json")
     s = system_from_args(args)
-    sc = scenario_from_args(args, s, flits=True)
+    from ..progress import Stages
+    with Stages("simulate", enabled=not args.json) as stages, stages.stage("planning", 1, "scenarios") as st:
+        sc = scenario_from_args(args, s, flits=True)    # the simulator's own bar follows (flits, ETA)
+        st.advance()
     t_scenario = time.perf_counter() - t0
     if args.engine == "reference":  # plain Python: a far smaller budget than the compiled engine's
         limits_from_args(args).check("reference_flits", int(sc.traffic.total_flits), "--engine reference")
@@ -88,7 +91,8 @@ def run(args) -> int:
         trace_info = write_trace(args.trace, sc.system, sc.traffic, r, max_slices=max_slices,
                                  meta={**system_labels(args, s),
                                        "collective": getattr(args, "collective", None) or getattr(args, "plan", None),
-                                       "size": args.size, "gpus": sc.system.n_gpus, "policy": sc.placement.policy})
+                                       "size_bytes": int(sc.plan.size_bytes), "n_gpus": int(sc.system.n_gpus),
+                                       "policy": sc.placement.policy})
         print(f"trace written to {args.trace} ({trace_info['slices']:,d} slices, "
               f"{trace_info['bytes'] / 1e6:.1f} MB; open it in https://ui.perfetto.dev)", file=sys.stderr)
         if trace_info["truncated"]:
@@ -112,18 +116,22 @@ def run(args) -> int:
     if trace_info is not None:
         d["trace"] = trace_info
     d.update(system_labels(args, s))
-    d["scenario"] = {"collective": getattr(args, "collective", None) or getattr(args, "plan", None),
-                     "size": args.size, "gpus": sc.system.n_gpus, "policy": sc.placement.policy,
-                     "flows": sc.traffic.n_flows}
+    d["scenario"] = {"collective": sc.plan.collective, "plan_file": getattr(args, "plan", None),
+                     "size_bytes": int(sc.plan.size_bytes), "pad_bytes": int(sc.plan.pad_bytes),
+                     "n_gpus": int(sc.system.n_gpus), "policy": sc.placement.policy,
+                     "n_flows": int(sc.traffic.n_flows)}
     desc = sc.describe()
     d["tbs_per_gpu"], d["tbs_chosen_by"] = desc["tbs_per_gpu"], desc["tbs_chosen_by"]
     if args.json:
         emit_json(d)
         return 0
     lat = d["store_latency_ns"]
-    print(f"system {system_text(d)}, {sc.system.n_gpus} GPUs; {d['scenario']['collective']} {args.size}, "
+    print(f"system {system_text(d)}, {sc.system.n_gpus} GPUs; {args.collective or args.plan} "
+          f"{format_size(sc.plan.size_bytes)}, "
           f"policy {sc.placement.policy}, {d['tbs_per_gpu']} threadblocks/GPU ({d['tbs_chosen_by']}): "
           f"{sc.traffic.n_flows} flows, {r.flits_injected} flits")
+    if padding_text(sc.plan):
+        print(padding_text(sc.plan))
     print(f"completion_ns     {d['completion_ns']:.3f}")
     print(f"store_latency_ns  mean {lat['mean']:.1f}  p50 {lat['p50']:.1f}  p99 {lat['p99']:.1f}  "
           f"max {lat['max']:.1f}")

@@ -44,6 +44,10 @@ def run(args) -> int:
         raise ValueError(f"--out {out} is the grid file itself; choose another output")
     lim = limits_from_args(args)
     grid = load_grid(args.grid, parse_size=parse_size, limits=lim)      # every check before any work
+    from .common import RUN
+    base = getattr(grid, "base", None)
+    if base is not None:                 # the grid's base system, for the JSON's provenance
+        RUN["system"] = {"system": base.name, "system_base": None, "system_file": None}
     if args.force:
         from ..sweep.writer import stream_path
         for f in {Path(out), stream_path(out)}:
@@ -52,7 +56,9 @@ def run(args) -> int:
     if args.coordinator:
         from ..sweep.distributed import initialize
         initialize(args.coordinator, args.num_processes, args.process_id)
-    summary = run_sweep(grid, out, progress=not args.no_progress,
+    from ..progress import stderr_is_terminal
+    # the sweep's bar only on a terminal (never into a pipe or a log); sweep/run.py draws it
+    summary = run_sweep(grid, out, progress=not args.no_progress and not args.json and stderr_is_terminal(),
                         max_rows=args.max_rows or DEFAULT_MAX_ROWS, limits=lim)
     if args.json:
         emit_json(summary)

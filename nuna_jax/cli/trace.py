@@ -208,7 +208,7 @@ def run(args) -> int:
     for m in trace.p2p:
         p2p_ns[(m.src, m.send_node)] = (timer.p2p(m.size_bytes, m.src, m.dst) if args.network
                                         else timer.p2p(m.size_bytes))
-    from ..models.llm.hardware import machine
+    from ..e2e.llm.hardware import machine
     node_t = _node_time(machine(system))
     by_coll = {id(c): r for c, r in zip(trace.collectives, rows)}
     cp, paths = {}, {}

@@ -55,6 +55,7 @@ from ..system import System
 __all__ = [
     "COLLECTIVES", "ALGORITHMS", "collective_code", "algorithm_code", "cost_ns",
     "transfer_latency_terms", "alpha_ns", "alpha_beta_gamma", "collective_time_ns", "STATS",
+    "busbw_factor", "bandwidths",
 ]
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -105,6 +106,27 @@ def algorithm_code(name) -> int:
         if key in _ALG_ALIASES:
             return _ALG_ALIASES[key]
     raise ValueError(f"unknown algorithm {name!r}; choose one of {', '.join(ALGORITHMS)}")
+
+
+def busbw_factor(collective, p: int) -> float | None:
+    """nccl-tests' bus-bandwidth factor (its doc/PERFORMANCE.md): ``busbw = algbw * factor`` with
+    ``algbw = size_bytes / time``; ``2 (p - 1) / p`` for All-Reduce, ``(p - 1) / p`` for All-Gather,
+    Reduce-Scatter and All-to-All.  None for a collective without one (an MSCCL plan's ``custom``)."""
+    try:
+        c = collective_code(collective)
+    except ValueError:
+        return None
+    p = int(p)
+    return (2.0 if c == 2 else 1.0) * (p - 1) / p
+
+
+def bandwidths(collective, p: int, size_bytes: int, time_ns: float) -> dict:
+    """``algbw_bytes_per_ns = size_bytes / time_ns`` and ``busbw_bytes_per_ns`` (:func:`busbw_factor`;
+    None without a factor), bytes/ns = GB/s.  ``size_bytes`` is the size asked for: a plan's padding
+    (``Plan.pad_bytes``) is not counted."""
+    alg = float(size_bytes) / float(time_ns) if time_ns > 0 else None
+    f = busbw_factor(collective, p)
+    return {"algbw_bytes_per_ns": alg, "busbw_bytes_per_ns": None if alg is None or f is None else alg * f}
 
 
 def _lg(p):

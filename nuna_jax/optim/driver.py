@@ -47,7 +47,10 @@ from .point import (BudgetExhausted, Evaluator, Schedule, _descend, annealing, a
                     local_search, random_search, sample_points, st_tables, vg_cost)
 from .space import check_point, hard_table, hard_traffic, make_space, repair
 
-__all__ = ["optimize", "prepare", "KEYS", "BASELINES", "vg_cost"]
+__all__ = ["optimize", "prepare", "KEYS", "BASELINES", "vg_cost", "OPTIMIZE_STEPS"]
+
+#: the steps :func:`optimize` reports to its ``progress`` callback, in order (``progress(step)`` after each)
+OPTIMIZE_STEPS = ("tables", "compiled", "descended", "rounded", "searched", "baselines", "simulated")
 
 KEYS = ("relaxed_ns", "rounded_estimate_ns", "simulated_ns", "nap_nar_simulated_ns", "ua_simulated_ns",
         "speedup_vs_nap_nar", "speedup_vs_ua", "wall_s")

@@ -13,7 +13,7 @@ built without pyplot (no global figure state leaks into callers):
   one-way store-latency histogram.
 * :func:`latency_map_figure` (``nuna-jax info --plot``): zero-load latency
   from every CU router to its nearest and farthest I/O port (Figure 4).
-* :func:`save`: ``.png`` or ``.pdf`` by suffix.
+* :func:`save`: ``.png``, ``.pdf`` or ``.svg`` by suffix.
 
 The numbers drawn are computed in :mod:`nuna_jax.plots.data` (plain numpy,
 tested against independent sums); :mod:`nuna_jax.plots.draw` only draws.

@@ -6,11 +6,11 @@ from pathlib import Path
 
 __all__ = ["SUFFIXES", "save"]
 
-SUFFIXES = (".png", ".pdf")
+SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def save(fig, path) -> Path:
-    """Write ``fig`` to ``path`` as PNG or PDF (by suffix, case-insensitive); return the path.
+    """Write ``fig`` to ``path`` as PNG, PDF or SVG (by suffix, case-insensitive); return the path.
 
     ``ValueError`` for another suffix, or when the file cannot be written
     (missing directory, no permission).

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .io import SUFFIXES
-
 __all__ = ["save_figure"]
+
+#: the pair every experiment writes (``plots.io.SUFFIXES`` also has ``.svg`` for ``--plot``)
+SUFFIXES = (".png", ".pdf")
 
 
 def save_figure(fig, path, dpi: int = 110) -> tuple[Path, ...]:
