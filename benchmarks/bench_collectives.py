@@ -241,7 +241,8 @@ def _driver_version() -> str | None:
 
 
 def machine_info() -> dict:
-    """Date, host, device kind, driver, JAX / jaxlib / platform versions of this process."""
+    """Date (UTC), host, device kind, driver, JAX / jaxlib / platform versions of this process, and the
+    environment variables that steer XLA and NCCL (``NCCL_*``, ``XLA_*``, ``JAX_*``)."""
     import jax
     import jaxlib
     devs = jax.devices()
@@ -254,7 +255,9 @@ def machine_info() -> dict:
             "python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
             "backend": jax.default_backend(), "platform_version": pv, "driver": _driver_version(),
             "device_kind": devs[0].device_kind, "n_devices_seen": len(devs),
-            "process_count": jax.process_count(), "devices": [str(d) for d in devs]}
+            "process_count": jax.process_count(), "devices": [str(d) for d in devs],
+            "env": {k: v for k, v in sorted(os.environ.items())
+                    if k.startswith(("NCCL_", "XLA_", "JAX_", "CUDA_VISIBLE", "TF_CPP"))}}
 
 
 def _device_memory(devs) -> int | None:

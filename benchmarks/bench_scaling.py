@@ -1,4 +1,4 @@
-"""Scaling of nuna_jax.sweep over devices and processes (issue 26; docs/multi_gpu.md): the
+"""Scaling of nuna_jax.sweep over devices and processes (docs/multi_gpu.md): the
 closed form and the path-model hardware sweep, evaluations per second on 1, 2, ..., N devices of
 one host in one run, and the same run as P processes through ``jax.distributed`` (one device
 each), with the speedup over one device.

@@ -115,6 +115,7 @@ def test_collective_result_on_emulated_devices(results, c, k):
     np.testing.assert_array_equal(r["gen"], np.arange(k * r["in"]) % 251)
 
 
+@pytest.mark.slow
 def test_end_to_end_tiny_run(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("XLA_FLAGS", None)
