@@ -149,13 +149,31 @@ def collective_fn(collective: str, mesh):
     return jax.jit(sm(_body(collective), check_vma=False, **_specs(mesh)))
 
 
-def loop_fn(collective: str, mesh, iters: int):
-    """``iters`` collectives in one program, each after the previous (``optimization_barrier`` on
-    (input, previous output)); returns the last output (equal to :func:`collective_fn`'s)."""
+CHAINS = ("barrier", "update")
+
+
+def loop_fn(collective: str, mesh, iters: int, chain: str = "barrier", unroll: bool = False):
+    """``iters`` collectives in one program, each after the previous; returns the last output.
+
+    ``chain`` says how collective ``i + 1`` is made to wait for collective ``i``:
+
+    * ``barrier``: ``lax.optimization_barrier`` on (input, previous output), inside a ``while``
+      loop: no extra kernel, the result equals :func:`collective_fn`'s.  It relies on XLA keeping
+      the loop's collective in the body (``_loop_structure`` checks the compiled program).
+    * ``update``: element 0 of each device's input is overwritten by element 0 of its previous
+      output (an in-place one-element ``dynamic_update_slice``): a true data dependency that no
+      compiler can hoist or merge, at the cost of one tiny kernel per collective.
+
+    ``unroll`` (``update`` only: XLA folds unrolled barriers away): straight-line code instead of
+    a ``while`` loop."""
     import jax
     from jax import lax
     if not (isinstance(iters, int) and iters >= 1):
         raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
+    if chain not in CHAINS:
+        raise ValueError(f"chain must be one of {', '.join(CHAINS)}, got {chain!r}")
+    if unroll and chain != "update":
+        raise ValueError("unroll needs chain='update' (XLA folds unrolled optimization barriers away)")
     body = _body(collective)
     sm = _shard_map()
 
@@ -163,30 +181,36 @@ def loop_fn(collective: str, mesh, iters: int):
         y0 = body(x)
 
         def step(_, carry):
-            xx, _ = lax.optimization_barrier(carry)    # waits for the previous output
+            if chain == "barrier":
+                xx, _ = lax.optimization_barrier(carry)    # waits for the previous output
+            else:
+                xx, yy = carry
+                xx = lax.dynamic_update_slice(xx, yy[:1].astype(xx.dtype), (0,))
             return xx, body(xx)
 
-        return lax.fori_loop(1, iters, step, (x, y0))[1]
+        return lax.fori_loop(1, iters, step, (x, y0), unroll=bool(unroll) and iters > 1)[1]
 
     return jax.jit(sm(per_device, check_vma=False, **_specs(mesh)))
 
 
 def make_input(collective: str, mesh, n_in: int, dtype: str = "float32"):
-    """Device ``i``'s block filled on the device (no host transfer): ``(k + i) mod 251``."""
+    """Device ``i``'s block of ``n_in`` elements filled on the device (no host transfer, no global
+    index that could overflow int32 at 1 GiB x 8 devices): ``(j + 7 i) mod 251`` at local index j."""
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
-    p = mesh.devices.size
-    sh = NamedSharding(mesh, P("d"))
+    from jax import lax
+    from jax.sharding import PartitionSpec as P
+    sm = _shard_map()
 
     def f():
-        return (jnp.arange(p * n_in, dtype=jnp.int32) % 251).astype(dtype)
+        i = lax.axis_index("d")
+        return ((lax.iota(jnp.int32, n_in) + 7 * i) % 251).astype(dtype)
 
-    return jax.jit(f, out_shardings=sh)()
+    return jax.jit(sm(f, mesh=mesh, in_specs=(), out_specs=P("d"), check_vma=False))()
 
 
 def time_collective(collective: str, mesh, size_bytes: int, *, iters: int, reps: int,
-                    dtype: str = "float32") -> dict:
+                    dtype: str = "float32", chain: str = "barrier", unroll: bool = False) -> dict:
     """One nccl-tests row: median time of one collective over ``reps`` timed programs of ``iters``."""
     import jax
     import numpy as np
@@ -194,7 +218,7 @@ def time_collective(collective: str, mesh, size_bytes: int, *, iters: int, reps:
     item = np.dtype(dtype).itemsize
     b = buffer_elems(collective, p, size_bytes, item)
     x = make_input(collective, mesh, b["in"], dtype)
-    fn = loop_fn(collective, mesh, iters)
+    fn = loop_fn(collective, mesh, iters, chain, unroll)
     t0 = time.perf_counter()
     compiled = fn.lower(x).compile()
     hlo = compiled.as_text() or ""
@@ -210,10 +234,20 @@ def time_collective(collective: str, mesh, size_bytes: int, *, iters: int, reps:
     t = float(np.median(ts))
     S = b["size_bytes"]
     return {"collective": collective, "n_devices": p, "size_bytes": S, "count": b["count"], "dtype": dtype,
-            "iters": iters, "reps": reps, "time_us": t * 1e6, "time_us_min": min(ts) * 1e6,
+            "iters": iters, "chain": chain, "unroll": bool(unroll), "reps": reps, "time_us": t * 1e6, "time_us_min": min(ts) * 1e6,
             "time_us_all": [v * 1e6 for v in ts], "algbw_GBps": algbw_GBps(S, t),
             "busbw_GBps": busbw_GBps(collective, p, S, t), "bus_factor": bus_factor(collective, p),
-            "first_call_s": warm, "hlo": _loop_structure(hlo)}
+            "first_call_s": warm, "hlo": (st := _loop_structure(hlo)),
+            "loop_ok": _loop_ok(st, iters, unroll)}
+
+
+def _loop_ok(st: dict, iters: int, unroll: bool) -> bool:
+    """Whether the compiled program can hold ``iters`` collectives: unrolled, ``iters`` ops; looped,
+    a ``while`` loop (when its trip count ``iters - 1`` exceeds 1) and >= 2 ops (before + body)."""
+    n_ops = sum(v for k, v in st.items() if k != "while_loops")
+    if unroll:
+        return n_ops >= iters
+    return n_ops >= min(iters, 2) and (iters <= 2 or st["while_loops"] >= 1)
 
 
 _HLO_OPS = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_reduce": "all-reduce",
@@ -294,6 +328,10 @@ def main(argv=None) -> int:
     ap.add_argument("--factor", type=float, default=2.0, help="size step factor (nccl-tests -f)")
     ap.add_argument("--iters", type=int, default=20, help="collectives per timed program (nccl-tests -n)")
     ap.add_argument("--reps", type=int, default=5, help="timed programs per size; the median is reported")
+    ap.add_argument("--chain", default="barrier", choices=CHAINS,
+                    help="how each timed collective waits for the previous one (loop_fn; default barrier)")
+    ap.add_argument("--unroll", action="store_true",
+                    help="with --chain update: unroll the timed loop (no while-loop overhead per collective)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "int32"))
     ap.add_argument("--mem-fraction", type=float, default=0.4,
                     help="skip a size whose buffers exceed this fraction of device memory")
@@ -313,6 +351,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--iters and --reps must be >= 1, got {a.iters}, {a.reps}")
         if not 0 < a.mem_fraction <= 1:
             raise ValueError(f"--mem-fraction must lie in (0, 1], got {a.mem_fraction}")
+        if a.unroll and a.chain != "update":
+            raise ValueError("--unroll needs --chain update (XLA folds unrolled optimization barriers away)")
         if a.emulate is not None and a.emulate < 2:
             raise ValueError(f"--emulate must be >= 2, got {a.emulate}")
     except ValueError as e:
@@ -361,8 +401,12 @@ def main(argv=None) -> int:
                     skipped.append({"collective": c, "n_devices": k, "size_bytes": S,
                                     "why": f"needs ~{need} B per device > {a.mem_fraction} x {mem} B"})
                     continue
-                r = time_collective(c, mesh, S, iters=a.iters, reps=a.reps, dtype=a.dtype)
+                r = time_collective(c, mesh, S, iters=a.iters, reps=a.reps, dtype=a.dtype, chain=a.chain,
+                                    unroll=a.unroll)
                 rows.append(r)
+                if not r["loop_ok"]:
+                    print(f"warning: {c} {S} B: the compiled program does not hold {a.iters} collectives "
+                          f"({r['hlo']}); rerun with --chain update", file=sys.stderr, flush=True)
                 print(f"{c:>16s} {r['size_bytes']:12d} {r['time_us']:10.2f} {r['algbw_GBps']:8.2f} "
                       f"{r['busbw_GBps']:8.2f}", flush=True)
     res = {"info": info,
@@ -375,7 +419,7 @@ def main(argv=None) -> int:
                                         "(NVIDIA/nccl-tests doc/PERFORMANCE.md)",
                           "time_us": "median over reps of (program wall time / iters)"},
            "args": {"devices": counts, "collectives": colls, "sizes": sizes, "iters": a.iters, "reps": a.reps,
-                    "dtype": a.dtype, "mem_fraction": a.mem_fraction},
+                    "chain": a.chain, "unroll": a.unroll, "dtype": a.dtype, "mem_fraction": a.mem_fraction},
            "results": rows, "skipped": skipped}
     tag = a.tag or f"{info['backend']}{'_emulated' if a.emulate else ''}_{max(counts)}dev"
     outdir = Path(a.out)

@@ -52,6 +52,18 @@ def test_buffer_sizes_follow_nccl_tests():
     assert B.sizes_from(2**10, 2**30, 2)[-1] == 2**30 and len(B.sizes_from(2**10, 2**30, 2)) == 21
 
 
+def test_loop_check_flags_a_hoisted_collective():
+    assert B._loop_ok({"while_loops": 1, "all-gather": 2}, 20, False)
+    assert not B._loop_ok({"while_loops": 0, "all-gather": 1}, 20, False)    # hoisted / folded away
+    assert not B._loop_ok({"while_loops": 1}, 20, False)                      # no collective left
+    assert B._loop_ok({"while_loops": 0, "all-reduce": 20}, 20, True)
+    assert not B._loop_ok({"while_loops": 0, "all-reduce": 1}, 20, True)      # CSE merged the unrolled copies
+    assert B._loop_structure("%x = f32[8] all-gather-start(%y)\n%w = (f32[8]) while(%t)") == \
+        {"while_loops": 1, "all-gather": 1}
+    with pytest.raises(ValueError, match="chain='update'"):
+        B.loop_fn("all_gather", None, 4, chain="barrier", unroll=True)
+
+
 _CHECK = r"""
 import json, sys
 import numpy as np, jax
@@ -67,9 +79,14 @@ for k in (2, 4):
         xs = jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('d')))
         one = np.asarray(B.collective_fn(c, mesh)(xs))
         loop = np.asarray(B.loop_fn(c, mesh, 3)(xs))
+        upd = np.asarray(B.loop_fn(c, mesh, 3, chain='update')(xs))
+        unr = np.asarray(B.loop_fn(c, mesh, 3, chain='update', unroll=True)(xs))
+        rows = [B.time_collective(c, mesh, 4 * 8 * k, iters=4, reps=1, chain=ch, unroll=u)
+                for ch, u in (('barrier', False), ('update', False), ('update', True))]
         gen = np.asarray(B.make_input(c, mesh, b['in']))
-        out[f'{c}/{k}'] = {'x': x.tolist(), 'one': one.tolist(), 'loop': loop.tolist(), 'in': b['in'],
-                           'out': b['out'], 'gen': gen.tolist()}
+        out[f'{c}/{k}'] = {'x': x.tolist(), 'one': one.tolist(), 'loop': loop.tolist(), 'update': upd.tolist(),
+                           'unrolled': unr.tolist(), 'in': b['in'], 'out': b['out'], 'gen': gen.tolist(),
+                           'hlo': [r['hlo'] for r in rows], 'loop_ok': [r['loop_ok'] for r in rows]}
 print(json.dumps(out))
 """
 
@@ -111,8 +128,21 @@ def test_collective_result_on_emulated_devices(results, c, k):
     np.testing.assert_array_equal(np.asarray(r["one"]).reshape(k, -1), want)
     # the timed program (3 collectives in a loop) ends with the same result
     np.testing.assert_array_equal(np.asarray(r["loop"]).reshape(k, -1), want)
-    # the on-device input is (index mod 251)
-    np.testing.assert_array_equal(r["gen"], np.arange(k * r["in"]) % 251)
+    # chain "update": before each next collective, element 0 of each device's input := element 0 of its output
+    xb = x.reshape(k, -1).copy()
+    y = _expected(c, xb.ravel(), k)
+    for _ in range(2):
+        xb[:, 0] = y[:, 0]
+        y = _expected(c, xb.ravel(), k)
+    np.testing.assert_array_equal(np.asarray(r["update"]).reshape(k, -1), y)
+    np.testing.assert_array_equal(np.asarray(r["unrolled"]).reshape(k, -1), y)
+    # the compiled programs hold the collectives: looped (1 before + 1 in the body), unrolled (4 in a row)
+    ops = [sum(v for key, v in h.items() if key != "while_loops") for h in r["hlo"]]
+    assert [h["while_loops"] for h in r["hlo"]] == [1, 1, 0] and ops == [2, 2, 4]
+    assert r["loop_ok"] == [True, True, True]
+    # the on-device input: device i's element j is (j + 7 i) mod 251
+    want_gen = (np.arange(r["in"])[None, :] + 7 * np.arange(k)[:, None]) % 251
+    np.testing.assert_array_equal(np.asarray(r["gen"]).reshape(k, -1), want_gen)
 
 
 @pytest.mark.slow
@@ -137,7 +167,7 @@ def test_end_to_end_tiny_run(tmp_path):
 
 def test_bad_input_exits_2(tmp_path):
     for bad in (["--min-bytes", "2KiB", "--max-bytes", "1KiB"], ["--factor", "1"], ["--collectives", "bcast"],
-                ["--min-bytes", "lots"]):
+                ["--min-bytes", "lots"], ["--unroll"]):
         r = subprocess.run([sys.executable, "benchmarks/bench_collectives.py", *bad, "--out", str(tmp_path)],
                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                            timeout=300)
