@@ -1,4 +1,4 @@
-"""Fit the closed form's alpha and beta to measured collectives (issue 26; docs/multi_gpu.md).
+"""Fit the closed form's alpha and beta to measured collectives (docs/multi_gpu.md).
 
 Input: a JSON of ``benchmarks/bench_collectives.py`` (rows ``collective, n_devices, size_bytes,
 time_us``; ``size_bytes`` is nccl-tests' S, which is also the closed form's ``n``: the gathered
@@ -18,7 +18,7 @@ collectives), least squares on the *relative* residual ``(alpha u + beta v - t) 
 six decades; every size weighs alike), alpha, beta >= 0 (exact 2-variable NNLS).  Sizes sorted;
 the even-indexed ones (1st, 3rd, ...) fit, the odd-indexed ones (alternate sizes) are held out.
 Errors on the held-out sizes: ``geomean`` = geometric mean of ``|t_model / t_measured - 1|``
-(floored at 1e-6), ``mean`` and ``worst`` (max) of the same; issue 26's target: geomean <= 8%.
+(floored at 1e-6), ``mean`` and ``worst`` (max) of the same; the target: geomean <= 8%.
 
     python experiments/calibrate_nccl.py RESULTS.json [--algorithm ring | all_reduce=tree,...]
         [--out experiments/data/nccl_calibration.json] [--plot PNG]

@@ -82,7 +82,7 @@ for k in (2, 4):
         upd = np.asarray(B.loop_fn(c, mesh, 3, chain='update')(xs))
         unr = np.asarray(B.loop_fn(c, mesh, 3, chain='update', unroll=True)(xs))
         rows = [B.time_collective(c, mesh, 4 * 8 * k, iters=4, reps=1, chain=ch, unroll=u)
-                for ch, u in (('barrier', False), ('update', False), ('update', True))]
+                for ch, u in (('barrier', False), ('update', False), ('update', True))] if k == 2 else []
         gen = np.asarray(B.make_input(c, mesh, b['in']))
         out[f'{c}/{k}'] = {'x': x.tolist(), 'one': one.tolist(), 'loop': loop.tolist(), 'update': upd.tolist(),
                            'unrolled': unr.tolist(), 'in': b['in'], 'out': b['out'], 'gen': gen.tolist(),
@@ -137,9 +137,10 @@ def test_collective_result_on_emulated_devices(results, c, k):
     np.testing.assert_array_equal(np.asarray(r["update"]).reshape(k, -1), y)
     np.testing.assert_array_equal(np.asarray(r["unrolled"]).reshape(k, -1), y)
     # the compiled programs hold the collectives: looped (1 before + 1 in the body), unrolled (4 in a row)
-    ops = [sum(v for key, v in h.items() if key != "while_loops") for h in r["hlo"]]
-    assert [h["while_loops"] for h in r["hlo"]] == [1, 1, 0] and ops == [2, 2, 4]
-    assert r["loop_ok"] == [True, True, True]
+    if k == 2:
+        ops = [sum(v for key, v in h.items() if key != "while_loops") for h in r["hlo"]]
+        assert [h["while_loops"] for h in r["hlo"]] == [1, 1, 0] and ops == [2, 2, 4]
+        assert r["loop_ok"] == [True, True, True]
     # the on-device input: device i's element j is (j + 7 i) mod 251
     want_gen = (np.arange(r["in"])[None, :] + 7 * np.arange(k)[:, None]) % 251
     np.testing.assert_array_equal(np.asarray(r["gen"]).reshape(k, -1), want_gen)
