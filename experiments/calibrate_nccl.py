@@ -73,8 +73,8 @@ def load_results(path) -> dict:
                 raise ValueError(f"{p}: results[{i}] has no {key!r}")
         if r["collective"] not in COLLECTIVES:
             raise ValueError(f"{p}: results[{i}].collective {r['collective']!r} is not one of {', '.join(COLLECTIVES)}")
-        if not (isinstance(r["n_devices"], int) and r["n_devices"] >= 2):
-            raise ValueError(f"{p}: results[{i}].n_devices must be an integer >= 2, got {r['n_devices']!r}")
+        if not (isinstance(r["n_devices"], int) and r["n_devices"] >= 1):
+            raise ValueError(f"{p}: results[{i}].n_devices must be an integer >= 1, got {r['n_devices']!r}")
         for key in ("size_bytes", "time_us"):
             v = r[key]
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -186,7 +186,7 @@ def _fit_group(rows: list, algs: dict) -> dict:
 def calibrate(d: dict, algs: dict | None = None) -> dict:
     """Fits per (collective, device count) and pooled per device count; held-out errors."""
     algs = algs or parse_algorithms(None)
-    rows = d["results"]
+    rows = [r for r in d["results"] if r["n_devices"] >= 2]     # one device: nothing moves, nothing to fit
     counts = sorted({r["n_devices"] for r in rows})
     per, pooled, held_pred, held_meas = [], [], [], []
     for p in counts:
@@ -276,7 +276,7 @@ def plot(d: dict, cal: dict, path) -> tuple:
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fits = {(g["collectives"][0], g["n_devices"]): g for g in cal["per_collective"]}
-    counts = sorted({r["n_devices"] for r in d["results"]})
+    counts = sorted({r["n_devices"] for r in d["results"] if r["n_devices"] >= 2})
     for ax, c in zip(axes.ravel(), COLLECTIVES):
         for j, p in enumerate(counts):
             g = fits.get((c, p))

@@ -52,6 +52,8 @@ def test_noise_free_fit_recovers_parameters_per_collective():
     alpha = {"all_gather": 5000.0, "reduce_scatter": 6000.0, "all_reduce": 9000.0, "all_to_all": 4000.0}
     bw = {"all_gather": 370.0, "reduce_scatter": 330.0, "all_reduce": 300.0, "all_to_all": 250.0}
     d = C.synthetic_results(alpha, bw, counts=(2, 8), sizes=SIZES, noise=0.0)
+    # a one-device smoke run's rows (nothing moves) are left out of the fit
+    d["results"] += [{"collective": "all_gather", "n_devices": 1, "size_bytes": S, "time_us": 3.0} for S in SIZES]
     cal = C.calibrate(d)
     assert len(cal["per_collective"]) == 8
     for g in cal["per_collective"]:
@@ -119,7 +121,7 @@ def test_script_end_to_end_and_bad_input(tmp_path, capsys):
     assert len(d["per_collective"]) == 8 and d["held_out_overall"]["n"] == 2 * 4 * 10
     capsys.readouterr()
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"results": [{"collective": "all_gather", "n_devices": 1, "size_bytes": 8,
+    bad.write_text(json.dumps({"results": [{"collective": "all_gather", "n_devices": 0, "size_bytes": 8,
                                             "time_us": 1.0}]}))
     assert C.main([str(bad), "--out", str(tmp_path / "x.json")]) == 2
     assert "n_devices" in capsys.readouterr().err
