@@ -116,8 +116,11 @@ def _shard_map():
     import jax
     if hasattr(jax, "shard_map"):           # jax >= 0.7
         return jax.shard_map
-    from jax.experimental.shard_map import shard_map   # older releases
-    return shard_map
+    from jax.experimental.shard_map import shard_map   # older releases: check_rep, not check_vma
+
+    def sm(f, *, check_vma=True, **kw):
+        return shard_map(f, check_rep=check_vma, **kw)
+    return sm
 
 
 def _body(collective: str, axis: str = "d"):
