@@ -230,7 +230,8 @@ def plot(path):
     ax.set_xticks(x)
     ax.set_xticklabels([r["case"] for r in rows], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("NAP+NAR simulated / simulated (higher is faster)")
-    ax.set_title(f"search vs equal-budget baselines ({d['meta']['budget']} path-model evaluations, "
+    budgets = "/".join(str(b) for b in sorted({r.get("budget") or d["meta"]["budget"] for r in rows}, reverse=True))
+    ax.set_title(f"search vs equal-budget baselines ({budgets} path-model evaluations, "
                  "3 simulator calls each; bars: mean over seeds, dots: seeds)", fontsize=9)
     lo = min(min(r["nap_nar"] / r[n] for n in names if r[n]) for r in rows)
     ax.set_ylim(min(0.95, lo - 0.02), None)
@@ -252,7 +253,7 @@ def main(argv=None):
                          "missing are skipped with a message")
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
     ap.add_argument("--split-gpus", type=int, default=8,
-                    help="cases with more GPUs than this (and the 112-threadblock ones) run one job per seed "
+                    help="cases with more GPUs than this (and the 112-threadblock and 10 MB ones) run one job per seed "
                          "(default 8)")
     ap.add_argument("--min-gpus", type=int, default=None, help="only cases with at least this many GPUs")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
@@ -302,7 +303,7 @@ def main(argv=None):
             skipped.append({"case": CASES[i][0], "index": i, "missing": miss})
             continue
         b = case_budget(CASES[i], a.budget, a.budget_large, a.split_gpus)
-        if (CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112:
+        if (CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000:
             jobs += [(CASES[i], [sd], b) for sd in range(seeds)]
         else:
             jobs.append((CASES[i], list(range(seeds)), b))

@@ -62,13 +62,12 @@ _COMPILED: dict = {}
 def _compiled_descent(s, tt, zt, zg, key, sched):
     """``descend`` compiled ahead of time (compile and descent timed apart), cached by shapes and
     step count (the other schedule values are traced)."""
-    hp = {k: jnp.asarray(v, jnp.float32) for k, v in sched._asdict().items() if k not in ("steps", "optimizer")}
+    hp = {k: jnp.asarray(v, jnp.float32) for k, v in sched._asdict().items() if k != "steps"}
     args = (s, tt, zt, zg, key, hp)
     leaves, tree = jax.tree_util.tree_flatten(args)
-    k = (tree, tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves), int(sched.steps),
-         sched.optimizer)
+    k = (tree, tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves), int(sched.steps))
     if k not in _COMPILED:
-        _COMPILED[k] = _descend.lower(*args, steps=int(sched.steps), optimizer=sched.optimizer).compile()
+        _COMPILED[k] = _descend.lower(*args, steps=int(sched.steps)).compile()
     c = _COMPILED[k]
     return lambda s, tt, zt, zg, key: c(s, tt, zt, zg, key, hp)
 

@@ -247,7 +247,6 @@ class Schedule(NamedTuple):
     tau0_ns: float = 20.0
     tau1_ns: float = 5.0
     rho_ns: float = 200.0
-    optimizer: str = "adam"
 
 
 def _anneal(a, b, f):
@@ -259,31 +258,14 @@ def descend(s, tt: StTables, zt0, zg0, key, sched: Schedule):
     Returns final logits and a history ``[K, B]`` of the loss, the sample's smooth time and its
     penalties.  Only ``steps`` is static: the other schedule values are traced (one compiled
     program serves every schedule of one shape)."""
-    hp = {k: jnp.asarray(v, jnp.float32) for k, v in sched._asdict().items() if k not in ("steps", "optimizer")}
-    return _descend(s, tt, zt0, zg0, key, hp, steps=int(sched.steps), optimizer=sched.optimizer)
+    hp = {k: jnp.asarray(v, jnp.float32) for k, v in sched._asdict().items() if k != "steps"}
+    return _descend(s, tt, zt0, zg0, key, hp, steps=int(sched.steps))
 
 
-def _normalized_sgd(lr):
-    """Gradient steps scaled by the largest |gradient| of the restart: the variable with the largest
-    gradient moves ``lr`` per step, the others in proportion (Adam moves every coordinate with a
-    nonzero gradient by about ``lr``, so tiny gradients flip as many variables as large ones)."""
-    def init(params):
-        return optax.EmptyState()
-
-    def update(g, state, params=None):
-        m = jnp.maximum(jnp.max(jnp.abs(g[0]), initial=0.0), jnp.max(jnp.abs(g[1]), initial=0.0))
-        sc = lr / jnp.maximum(m, 1e-30)
-        return jax.tree_util.tree_map(lambda v: -sc * v, g), state
-    return optax.GradientTransformation(init, update)
-
-
-OPTIMIZERS = ("adam", "nsgd")
-
-
-@functools.partial(jax.jit, static_argnames=("steps", "optimizer"))
-def _descend(s, tt: StTables, zt0, zg0, key, hp, steps: int, optimizer: str = "adam"):
+@functools.partial(jax.jit, static_argnames=("steps",))
+def _descend(s, tt: StTables, zt0, zg0, key, hp, steps: int):
     K = steps
-    opt = optax.adam(hp["learning_rate"]) if optimizer == "adam" else _normalized_sgd(hp["learning_rate"])
+    opt = optax.adam(hp["learning_rate"])
 
     def one(zt, zg, key):
         def step(carry, k):
