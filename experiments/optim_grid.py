@@ -253,7 +253,7 @@ def main(argv=None):
                          "missing are skipped with a message")
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
     ap.add_argument("--split-gpus", type=int, default=8,
-                    help="cases with more GPUs than this (and the 112-threadblock and 10 MB ones) run one job per seed "
+                    help="cases with more GPUs than this (and the 112-threadblock, 10 MB and MSCCL ones) run one job per seed "
                          "(default 8)")
     ap.add_argument("--min-gpus", type=int, default=None, help="only cases with at least this many GPUs")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
@@ -303,7 +303,8 @@ def main(argv=None):
             skipped.append({"case": CASES[i][0], "index": i, "missing": miss})
             continue
         b = case_budget(CASES[i], a.budget, a.budget_large, a.split_gpus)
-        if (CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000:
+        if ((CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000
+                or CASES[i][2].endswith(".xml")):
             jobs += [(CASES[i], [sd], b) for sd in range(seeds)]
         else:
             jobs.append((CASES[i], list(range(seeds)), b))
