@@ -271,9 +271,13 @@ def main(argv=None):
         paths = a.plot.split(",")
         if len(paths) > 1:   # merge the parts of one grid (e.g. --max-gpus 8 and --min-gpus 64 runs)
             ds = [json.load(open(p)) for p in paths]
-            merged = {"meta": {**ds[0]["meta"], "parts": [d["meta"] for d in ds],
-                               "cases": [c for d in ds for c in d["meta"]["cases"]]},
-                      "cases": [c for d in ds for c in d["cases"]]}
+            by = {}   # one record per case name: a later part's record with runs replaces an earlier one
+            for d in ds:
+                for c in d["cases"]:
+                    if c["runs"] or c["case"] not in by:
+                        by[c["case"]] = c
+            merged = {"meta": {**ds[0]["meta"], "parts": [d["meta"] for d in ds], "cases": list(by)},
+                      "cases": list(by.values())}
             os.makedirs(a.out, exist_ok=True)
             path = os.path.join(a.out, "optim_grid.json")
             with open(path, "w") as f:
