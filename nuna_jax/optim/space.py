@@ -66,7 +66,7 @@ class Space(NamedTuple):
     grp_pages: np.ndarray      # [G] pages in the group
     grp_key: np.ndarray        # [G] first-touching threadblock
     grp_cand: np.ndarray       # [G, K] candidate stacks (0: NAP's)
-    grp_order: np.ndarray      # [G, St] every stack, nearest NAP's first (repair fallback)
+    grp_order: np.ndarray      # [G, St] every stack, nearest NAP's first (grp_cand is its first K columns)
     cap_pages: int             # pages per stack
     demand: np.ndarray         # [n_tbs] CU requests
     var_n: np.ndarray          # [n_tbs + G] options per variable (1: fixed)
