@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYTHONPATH", str(ROOT))   # the spawned workers import this checkout too
 
-MSCCL = ROOT.parent / "shared" / "data" / "msccl"
+MSCCL_ENV = "NUNA_OPTIM_MSCCL_DIR"   # --msccl-dir, passed to the spawned workers through the environment
+MSCCL_DEFAULT = ROOT.parent / "shared" / "data" / "msccl"
 # (name, system preset, collective or MSCCL file, size bytes, gpus (None: the file's), tbs per GPU)
 CASES = (
     [(f"{c} {sz / 1e6:g}MB 8g t7", "table2", c, sz, 8, 7)
@@ -47,12 +48,24 @@ CASES = (
        ("allgather 10MB 64g t63", "table2", "allgather", 10_000_000, 64, 63),
        ("allreduce 1MB 64g t63", "table2", "allreduce", 1_000_000, 64, 63),
        ("alltoall 1MB 64g t63", "table2", "alltoall", 1_000_000, 64, 63)]
-    + [(f"msccl {f} 1MB", "table2", str(MSCCL / f), 1_000_000, None, None)
+    + [(f"msccl {f} 1MB", "table2", f, 1_000_000, None, None)
        for f in ("ndv4_ag-1m.xml", "ndv4_a2a2ll.xml", "ncv4_ag_hier_4_LL.xml")]
     + [(f"quad {c} 1MB 8g t7", "quad", c, 1_000_000, 8, 7) for c in ("allgather", "allreduce")]
 )
 QUICK = [0, 6]   # All-Gather and All-to-All 100 kB, 8 GPUs, 7 threadblocks
 BASELINES = ("random", "local_search", "annealing", "no_descent")
+
+
+def msccl_dir() -> Path:
+    return Path(os.environ.get(MSCCL_ENV) or MSCCL_DEFAULT)
+
+
+def missing_plan(case) -> str | None:
+    """The MSCCL plan file a case needs when it is not on this machine (else None)."""
+    what = case[2]
+    if what.endswith(".xml") and not (msccl_dir() / what).is_file():
+        return str(msccl_dir() / what)
+    return None
 
 
 def build(case):
@@ -61,6 +74,7 @@ def build(case):
     from nuna_jax.scenario import make_scenario
     _, sysname, what, size, gpus, tbs = case
     if what.endswith(".xml"):
+        what = str(msccl_dir() / what)
         from nuna_jax.msccl import load_msccl
         gpus = load_msccl(what, size).n_gpus
         sc = make_scenario(preset(sysname, n_gpus=gpus), plan_file=what, size_bytes=size, policy="nap+nar")
@@ -68,6 +82,12 @@ def build(case):
         sc = make_scenario(preset(sysname, n_gpus=gpus), collective=what, size_bytes=size, policy="nap+nar",
                            tbs_per_gpu=tbs)
     return sc.system, sc.plan
+
+
+def case_budget(case, budget: int, budget_large: int | None, split_gpus: int) -> int:
+    """The budget of a case: ``budget_large`` for cases of more than ``split_gpus`` GPUs (every
+    method of one case has the same budget)."""
+    return int(budget_large) if budget_large is not None and (case[4] or 8) > split_gpus else int(budget)
 
 
 def run_case(case, seeds, budget):
@@ -124,6 +144,7 @@ def summary(r):
     if not runs:
         return {"case": r["case"], "error": "; ".join(e["error"] for e in r["errors"])}
     row = {"case": r["case"], "seeds": len(runs), "nap_nar": runs[0]["nap_nar_simulated_ns"],
+           "budget": runs[0]["budget"]["path_model_evals"],
            "search": float(np.mean([x["simulated_ns"] for x in runs])),
            "search_each": [x["simulated_ns"] for x in runs], "sources": [x["source"] for x in runs],
            "gap": float(np.median([x["gap"]["relaxed_vs_argmax_simulated"] for x in runs
@@ -137,7 +158,7 @@ def summary(r):
 
 
 def table_md(rows) -> str:
-    head = ("| case | seeds | NAP+NAR | search (mean; each) | " + " | ".join(BASELINES)
+    head = ("| case | seeds | budget | NAP+NAR | search (mean; each) | " + " | ".join(BASELINES)
             + " | search vs no_descent | search vs best gradient-free | vs NAP+NAR | loss/argmax-sim - 1 (median) |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -146,7 +167,7 @@ def table_md(rows) -> str:
             continue
         free = min(r[b] for b in ("random", "local_search", "annealing") if r[b] is not None)
         nd = r["no_descent"]
-        out.append(f"| {r['case']} | {r['seeds']} | {r['nap_nar']:.1f} | {r['search']:.1f}; "
+        out.append(f"| {r['case']} | {r['seeds']} | {r.get('budget', '-')} | {r['nap_nar']:.1f} | {r['search']:.1f}; "
                    + " / ".join(f"{v:.1f}" for v in r["search_each"]) + " | "
                    + " | ".join("-" if r[b] is None else f"{r[b]:.1f}" for b in BASELINES)
                    + " | " + ("-" if nd is None else f"{nd / r['search']:.3f}") + f" | {free / r['search']:.3f} | "
@@ -209,7 +230,8 @@ def plot(path):
     ax.set_xticks(x)
     ax.set_xticklabels([r["case"] for r in rows], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("NAP+NAR simulated / simulated (higher is faster)")
-    ax.set_title(f"search vs equal-budget baselines ({d['meta']['budget']} path-model evaluations, "
+    budgets = "/".join(str(b) for b in sorted({r.get("budget") or d["meta"]["budget"] for r in rows}, reverse=True))
+    ax.set_title(f"search vs equal-budget baselines ({budgets} path-model evaluations, "
                  "3 simulator calls each; bars: mean over seeds, dots: seeds)", fontsize=9)
     lo = min(min(r["nap_nar"] / r[n] for n in names if r[n]) for r in rows)
     ax.set_ylim(min(0.95, lo - 0.02), None)
@@ -223,9 +245,15 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="processes (one case each at a time)")
     ap.add_argument("--seeds-run", type=int, default=None, help="seeds per case (default 3; 2 with --quick)")
     ap.add_argument("--budget", type=int, default=800, help="path-model evaluations per search (default 800)")
+    ap.add_argument("--budget-large", type=int, default=None,
+                    help="path-model evaluations per search for the cases of more than --split-gpus GPUs "
+                         "(default: --budget); every method of a case gets the same budget")
+    ap.add_argument("--msccl-dir", default=None,
+                    help=f"folder of the MSCCL plan files (default {MSCCL_DEFAULT}); cases whose file is "
+                         "missing are skipped with a message")
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
     ap.add_argument("--split-gpus", type=int, default=8,
-                    help="cases with more GPUs than this (and the 112-threadblock ones) run one job per seed "
+                    help="cases with more GPUs than this (and the 112-threadblock, 10 MB and MSCCL ones) run one job per seed "
                          "(default 8)")
     ap.add_argument("--min-gpus", type=int, default=None, help="only cases with at least this many GPUs")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
@@ -243,9 +271,13 @@ def main(argv=None):
         paths = a.plot.split(",")
         if len(paths) > 1:   # merge the parts of one grid (e.g. --max-gpus 8 and --min-gpus 64 runs)
             ds = [json.load(open(p)) for p in paths]
-            merged = {"meta": {**ds[0]["meta"], "parts": [d["meta"] for d in ds],
-                               "cases": [c for d in ds for c in d["meta"]["cases"]]},
-                      "cases": [c for d in ds for c in d["cases"]]}
+            by = {}   # one record per case name: a later part's record with runs replaces an earlier one
+            for d in ds:
+                for c in d["cases"]:
+                    if c["runs"] or c["case"] not in by:
+                        by[c["case"]] = c
+            merged = {"meta": {**ds[0]["meta"], "parts": [d["meta"] for d in ds], "cases": list(by)},
+                      "cases": list(by.values())}
             os.makedirs(a.out, exist_ok=True)
             path = os.path.join(a.out, "optim_grid.json")
             with open(path, "w") as f:
@@ -256,6 +288,8 @@ def main(argv=None):
             paths = [path]
         plot(paths[0])
         return 0
+    if a.msccl_dir:
+        os.environ[MSCCL_ENV] = str(Path(a.msccl_dir).resolve())
     seeds = a.seeds_run or (2 if a.quick else 3)
     idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")])
     if a.max_gpus is not None:
@@ -264,12 +298,20 @@ def main(argv=None):
         idx = [i for i in idx if (CASES[i][4] or 8) >= a.min_gpus]
     # one job per case (its seeds share the space, the tables and the compiled programs); cases of more
     # than --split-gpus GPUs one job per seed (they are the long poles)
-    jobs = []
+    jobs, skipped = [], []
     for i in idx:
-        if (CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112:
-            jobs += [(CASES[i], [sd], a.budget) for sd in range(seeds)]
+        miss = missing_plan(CASES[i])
+        if miss:   # e.g. on the lent device, which gets the repository's working tree only, not ../shared
+            print(f"skipping case {i} ({CASES[i][0]}): plan file {miss} not found; run it where the file "
+                  f"exists (python experiments/optim_grid.py --cases {i} ...) or pass --msccl-dir", flush=True)
+            skipped.append({"case": CASES[i][0], "index": i, "missing": miss})
+            continue
+        b = case_budget(CASES[i], a.budget, a.budget_large, a.split_gpus)
+        if ((CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000
+                or CASES[i][2].endswith(".xml")):
+            jobs += [(CASES[i], [sd], b) for sd in range(seeds)]
         else:
-            jobs.append((CASES[i], list(range(seeds)), a.budget))
+            jobs.append((CASES[i], list(range(seeds)), b))
     # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
     jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 8)))
     os.makedirs(a.out, exist_ok=True)
@@ -279,7 +321,7 @@ def main(argv=None):
     import subprocess
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    meta = {"budget": a.budget, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
+    meta = {"budget": a.budget, "budget_large": a.budget_large, "skipped": skipped, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
             "cases": [CASES[i][0] for i in idx]}
 
     def dump():
@@ -291,6 +333,8 @@ def main(argv=None):
         rows = [summary(r) for r in cases]
         with open(os.path.join(a.out, "optim_grid.md"), "w") as f:
             f.write(table_md(rows))
+            for sk in skipped:
+                f.write(f"\nSkipped {sk['case']}: {sk['missing']} not found on this machine.\n")
 
     if a.jobs > 1:
         import multiprocessing as mp

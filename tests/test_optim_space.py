@@ -192,10 +192,34 @@ def test_tiny_space_search_finds_enumerated_optimum():
                            for i in range(0, len(pts), 1024)])
     best, nap = vals.min(), vals[0]
     assert best < nap * (1 - 1e-3)
-    r = optimize(s, plan, budget=250, baselines=False, prepared=P)
+    r = optimize(s, plan, budget=250, baselines=False, prepared=P, n_simulate=1)
     assert r["budget"]["used"] <= 250
     assert r["gap"]["best_estimate_ns"] == pytest.approx(best, rel=1e-6)
     assert r["capacities"]["ok"]
+    # one simulator call for the best estimate, and NAP+NAR (the reference) beside it in the pool
+    kinds = [p["kind"] for p in r["pool"]]
+    assert len(kinds) == 2 and kinds[-1] == "algorithm1", kinds
+    assert r["pool"][-1]["simulated_ns"] == r["nap_nar_simulated_ns"]
+    assert r["simulated_ns"] == min(p["simulated_ns"] for p in r["pool"])
+
+
+def test_stack_repair_cannot_fail_when_nap_fills_every_stack():
+    """Two stacks of 10 pages, both filled by NAP (groups of 6 + 4 and 4 + 6 pages); the point moves
+    the 4-page group 1 onto stack 1.  Greedy first fit from empty stacks (this search's first repair)
+    puts groups 0-2 on stacks 0, 1, 1 and then has no stack with room for group 3's 6 pages; the
+    repair from NAP's stacks keeps group 1 where it is (stack 1 has no room) and holds the budget."""
+    import types
+
+    from nuna_jax.optim.space import _repair_stacks
+    sp = types.SimpleNamespace(grp_cand=np.array([[0, 1], [0, 1], [1, 0], [1, 0]]), grp_gpu=np.zeros(4, np.int64),
+                               grp_pages=np.array([6, 4, 4, 6]), cap_pages=10, K=2)
+    s, plan = types.SimpleNamespace(n_hbm_stacks=2), types.SimpleNamespace(n_gpus=1)
+    st = _repair_stacks(s, plan, sp, np.array([0, 1, 0, 0]))
+    np.testing.assert_array_equal(st, [0, 0, 1, 1])
+    # an empty third stack: the moves that fit are made (groups 0 and 1 fill it), group 2's is not
+    sp.grp_cand = np.array([[0, 2], [0, 2], [1, 2], [1, 2]])
+    st = _repair_stacks(types.SimpleNamespace(n_hbm_stacks=3), plan, sp, np.array([1, 1, 1, 0]))
+    np.testing.assert_array_equal(st, [2, 2, 1, 1])
 
 
 def test_fixed_seed_bit_identical():

@@ -66,7 +66,7 @@ class Space(NamedTuple):
     grp_pages: np.ndarray      # [G] pages in the group
     grp_key: np.ndarray        # [G] first-touching threadblock
     grp_cand: np.ndarray       # [G, K] candidate stacks (0: NAP's)
-    grp_order: np.ndarray      # [G, St] every stack, nearest NAP's first (repair fallback)
+    grp_order: np.ndarray      # [G, St] every stack, nearest NAP's first (grp_cand is its first K columns)
     cap_pages: int             # pages per stack
     demand: np.ndarray         # [n_tbs] CU requests
     var_n: np.ndarray          # [n_tbs + G] options per variable (1: fixed)
@@ -158,8 +158,8 @@ def make_space(s: System, plan: Plan, *, nar_granularity: int | None = None, n_c
 def repair(s: System, plan: Plan, sp: Space, x):
     """(tb_cu [n_tbs], group stack [G]) of point ``x``, both budgets repaired: a threadblock whose CU
     lacks room takes the first CU with room in its domain's search order (Algorithm 1's first fit);
-    a page group whose stack lacks room takes its next candidate with room, else the nearest stack
-    with room.  Threadblocks in Algorithm 1's order, page groups in index order."""
+    threadblocks in Algorithm 1's order.  Page groups: a point within the stack budget is kept as it
+    is; otherwise :func:`_repair_stacks` (from NAP's stacks, the moves that fit)."""
     x = np.asarray(x, np.int64)
     cand = sp.cand
     xt, xg = x[:sp.n_tbs], x[sp.n_tbs:]
@@ -181,19 +181,39 @@ def repair(s: System, plan: Plan, sp: Space, x):
     st = sp.grp_cand[np.arange(sp.n_grp), xg]
     load = np.zeros((plan.n_gpus, s.n_hbm_stacks), np.int64)
     np.add.at(load, (sp.grp_gpu, st), sp.grp_pages)
-    if load.max(initial=0) > sp.cap_pages:   # rare: repair sequentially
-        load[:] = 0
-        for q in range(sp.n_grp):
-            g, n = int(sp.grp_gpu[q]), int(sp.grp_pages[q])
-            if load[g, st[q]] + n > sp.cap_pages:
-                pref = np.concatenate([sp.grp_cand[q, xg[q]:], sp.grp_cand[q, :xg[q]], sp.grp_order[q]])
-                ok = [k for k in pref if load[g, k] + n <= sp.cap_pages]
-                if not ok:
-                    raise ValueError(f"cannot place page group {q}: the stacks are full")
-                st[q] = ok[0]
-            load[g, st[q]] += n
+    if load.max(initial=0) > sp.cap_pages:
+        st = _repair_stacks(s, plan, sp, xg)
     return tb_cu, st.astype(np.int64)
 
+
+def _repair_stacks(s: System, plan: Plan, sp: Space, xg: np.ndarray) -> np.ndarray:
+    """Stacks of the page groups of an over-budget point, within ``cap_pages``: start from NAP's
+    assignment (feasible: ``cap_pages`` >= NAP's fullest stack) and move the groups that ``xg``
+    moves, in index order, each to its chosen stack if it has room, else to its next candidate
+    with room, else it stays where it is; two passes (a move blocked in the first may fit once
+    later groups have left).  Every step keeps every stack within budget, so this cannot fail
+    (greedy first fit from empty stacks could: at 10 MB the groups are up to 77 pages and NAP fills
+    the stacks to the page, so fragmentation could leave no stack with room for a group)."""
+    st = sp.grp_cand[:, 0].copy()
+    load = np.zeros((plan.n_gpus, s.n_hbm_stacks), np.int64)
+    np.add.at(load, (sp.grp_gpu, st), sp.grp_pages)
+    todo = np.flatnonzero(xg != 0)
+    for _ in range(2):
+        left = []
+        for q in todo.tolist():
+            g, n, k0 = int(sp.grp_gpu[q]), int(sp.grp_pages[q]), int(xg[q])
+            pref = [int(sp.grp_cand[q, k]) for k in list(range(k0, sp.K)) + list(range(1, k0))]
+            if st[q] in pref:                       # only a move to a more preferred candidate
+                pref = pref[:pref.index(int(st[q]))]
+            ok = [k for k in pref if load[g, k] + n <= sp.cap_pages]
+            if ok:
+                load[g, st[q]] -= n
+                st[q] = ok[0]
+                load[g, st[q]] += n
+            if st[q] != sp.grp_cand[q, k0]:
+                left.append(q)                      # not on its own choice yet: retried once
+        todo = np.asarray(left, np.int64)
+    return st
 
 def assemble_point(s: System, plan: Plan, sp: Space, gid: np.ndarray, x, *, policy: str = "OPT") -> Placement:
     """A normal Placement of point ``x`` (repaired, :func:`repair`)."""
