@@ -235,9 +235,10 @@ def check_nesting(obj, source: str) -> None:
 
 def check_optimize_work(limits: Limits, *, budget: int, steps, seeds: int, n_tbs: int, n_candidates: int,
                         flits_per_run: int, n_runs: int, source: str) -> None:
-    """``optimize``: the budget, steps and restarts of the descent, its relaxed logits, and the
+    """``optimize``: the threadblocks it places, the budget, steps and restarts of the descent, its relaxed logits, and the
     simulator runs that judge the pool (each under ``simulate``'s flit limit; all of them together
     under ``sim_flits``)."""
+    limits.check("search_threadblocks", int(n_tbs), f"{source} ({n_tbs} threadblocks to place)")
     limits.check("search_budget", int(budget), f"--budget {budget}")
     if steps is not None:
         limits.check("search_steps", int(steps), f"--steps {steps}")

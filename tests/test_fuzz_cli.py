@@ -40,7 +40,7 @@ from nuna_jax.cli import main
 SMALL_LIMITS = {"gpus": 12, "mesh_routers": 256, "cus": 2048, "io_ports": 256, "threadblocks": 1024,
                 "plan_steps": 4096, "pages": 8192, "flits": 6000, "reference_flits": 600, "file_bytes": 1 << 16, "network_npus": 4096,
                 "latency_combinations": 1 << 23, "axis_values": 4096, "grid_points": 1 << 16,
-                "model_points": 256, "static_systems": 64, "sim_flits": 1 << 16, "search_budget": 4096,
+                "model_points": 256, "static_systems": 64, "sim_flits": 1 << 16, "search_threadblocks": 1024, "search_budget": 4096,
                 "search_steps": 256, "search_restarts": 8, "relaxed_elements": 1 << 16, "e2e_configs": 1 << 14,
                 "e2e_batch": 1 << 10, "e2e_seq_len": 1 << 17}
 assert set(SMALL_LIMITS) == set(limits.DEFAULT_LIMITS)

@@ -250,6 +250,7 @@ def test_e2e_refuses_a_non_finite_result(tmp_path, capsys, monkeypatch, fresh_ta
     (["--straight-through", "nan"], "--straight-through"),
     (["--seed", "-1"], "--seed"),
     (["--candidates", "0"], "--candidates"),
+    (["--tbs", "100000"], "search threadblocks"),      # 300,000 threadblocks: ran for over 10 minutes
 ])
 def test_optimize_bounded_search_flags(capsys, flags, needle):
     refused(["optimize", "--system", "mono", "--gpus", "3", "--collective", "allgather", "--size", "30kB", *flags],
