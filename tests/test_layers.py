@@ -18,7 +18,7 @@ LAYER = {
     # plan -> placement -> traffic; NAP's NAR-granularity search asks the path model (NUNA 4.1.2)
     "scenario": 8,
     "models.llm": 9,    # the end-to-end model times collectives through scenario + the path model
-    "optim": 9, "sweep": 9, "sensitivity": 9, "plots": 9,
+    "optim": 9, "sweep": 9, "sensitivity": 9, "plots": 9, "pk_nuna": 9,
     "cli": 10, "__main__": 11, "__init__": 11,
 }
 
