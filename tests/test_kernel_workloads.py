@@ -1,0 +1,257 @@
+"""ParallelKittens workloads and baselines (nuna_jax.models.kernel_workloads): every term by hand.
+
+The hand formulas use the h100 preset's stated numbers (989 TFLOP/s x 0.75, 3350 GB/s HBM, 132 SMs,
+TMA 350.01 GB/s saturating at 15 SMs, 4 us launch, 832 ns inter-SM sync) and NCCL's constants
+(tests/test_nccl.py) -- written out here, not read from the code under test.
+"""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from nuna_jax.kernel_presets import kernel_preset
+from nuna_jax.models import kernel as K
+from nuna_jax.models import kernel_workloads as W
+from nuna_jax.models import nccl as N
+
+HW = kernel_preset("h100")
+R = 989e3 * 0.75          # FLOP/ns
+HBM = 3350.0              # bytes/ns
+LA = 4000.0               # ns
+SYNC = 832.0              # ns
+
+
+def close(a, b, rel=1e-4):
+    return math.isclose(float(a), float(b), rel_tol=rel)
+
+
+def tma_bw(msg, sms):
+    """h100 TMA curve: B(m) = B_inf m / (m + h), capped at 227 KB, and sms x 350.01 / 15."""
+    peak, m80, ref = 350.01, 2048.0, 227.0 * 1024
+    h = 0.2 * m80 * ref / (0.8 * ref - m80)
+    m = min(msg, ref)
+    return min(peak * (ref + h) / ref * m / (m + h), sms * peak / 15.0)
+
+
+def test_names_copy_matches_library():
+    from nuna_jax.cli import names
+    assert names.KERNEL_WORKLOADS == W.WORKLOADS
+
+
+# ------------------------------------------------------------------ cuBLAS + NCCL
+def test_cublas_nccl_gemm_rs_by_hand():
+    n = 32768.0
+    t = W.cublas_nccl_terms(HW, "gemm+rs", n, n, n / 8, 8)
+    gemm = LA + max(2 * n * n * n / 8 / R, 2 * (n * n / 8 * 2 + n * n) / HBM)
+    S = 2.0 * n * n
+    # NCCL ReduceScatter, 8 ranks: ring/simple wins at 2 GiB: 8.4 + 7 x 3.4 us + S / (360 x 8/7)
+    nccl = 1000 * (8.4 + 7 * 3.4) + S / (360.0 * 8 / 7)
+    assert close(t["non_overlap_ns"], nccl) and close(t["comm_ns"], nccl)
+    assert close(t["total_ns"], gemm + nccl)
+    assert close(K.tflops(t), 2 * n ** 3 / 8 / (gemm + nccl) / 1e3)
+
+
+def test_cublas_nccl_allreduce_uses_nvls_on_h100_and_ring_without():
+    n = 32768.0
+    S = 2.0 * n * n
+    t = W.cublas_nccl_terms(HW, "gemm+ar", n, n, n / 8, 8)
+    gemm = float(K.fused_terms(HW, "gemm", n, n, n / 8, 1)["total_ns"])
+    assert close(t["total_ns"] - gemm, 23000.0 + S / (320 * 5 / 6))
+    ring = N.nccl_preset("h100").replace(algorithms=("ring", "tree"))
+    t2 = W.cublas_nccl_terms(HW, "gemm+ar", n, n, n / 8, 8, nccl=ring)
+    assert close(t2["total_ns"] - gemm, 1000 * (8.4 + 14 * 3.4) + S / (360 * 8 / 14))
+
+
+# ------------------------------------------------------------------ Ring Attention
+B, H, L, D, P = 2, 4, 8 * 1024, 64, 8
+
+
+def test_ring_attention_pk_terms_by_hand():
+    c = 15
+    t = W.ring_attention_terms(HW, B, H, L, D, P, "pk", comm_sms=c)
+    lq = L / P
+    kv = 2 * B * H * lq * D * 2
+    c_step = 4 * B * H * lq * lq * D / (R * (132 - c) / 132)
+    m_step = kv / tma_bw(kv, c)
+    assert close(t["comp_ns"], P * c_step)
+    assert close(t["comm_ns"], (P - 1) * m_step)
+    hbm = P * 2 * B * H * D * (2 * lq + 2 * lq) + 2 * (P - 1) * kv
+    assert close(t["mem_ns"], hbm / HBM)
+    pipe = max(P * c_step, c_step + (P - 1) * m_step)
+    assert close(t["non_overlap_ns"] + max(P * c_step, (P - 1) * m_step), pipe)
+    assert close(t["sync_ns"], P * SYNC)
+    assert close(t["total_ns"], LA + max(P * c_step, hbm / HBM, (P - 1) * m_step) + t["non_overlap_ns"] + P * SYNC)
+
+
+def test_ring_attention_xdit_terms_by_hand():
+    t = W.ring_attention_terms(HW, B, H, L, D, P, "xdit")
+    lq = L / P
+    kv = 2 * B * H * lq * D * 2
+    att = max(4 * B * H * lq * lq * D / R, 2 * B * H * D * 4 * lq / HBM)
+    p2p = min(1000 * 11.8 + kv / 360.0, 1000 * 7.2 + kv / 87.7)     # NCCL send/recv, one ring step
+    k = 12                                                          # NCCL holds one SM per channel
+    att_ov = min(att * 132 / (132 - k), att + p2p * k / 132)
+    merge = LA + 3 * 4 * B * H * lq * D / HBM
+    total = (P - 1) * max(LA + att_ov, p2p) + LA + att + P * merge
+    assert close(t["total_ns"], total)
+    assert close(t["comm_ns"], (P - 1) * p2p)
+    t0 = W.ring_attention_terms(HW, B, H, L, D, P, "xdit", merge_kernel=False)
+    assert close(t0["total_ns"], total - P * merge)
+
+
+def test_ring_attention_best_split_is_the_integer_minimum():
+    best = W.ring_attention_terms(HW, B, H, L, D, P, "pk")
+    c = int(best["comm_sms"])
+    tots = [float(W.ring_attention_terms(HW, B, H, L, D, P, "pk", comm_sms=x)["total_ns"]) for x in (1, 15, 60, 131)]
+    assert float(best["total_ns"]) <= min(tots) * (1 + 1e-6)
+    assert 1 <= c <= 131
+
+
+def test_ring_attention_grad_and_vmap():
+    f = lambda lq: W.ring_attention_terms(HW, B, H, lq * P, D, P, "pk", comm_sms=15.0)["total_ns"]  # noqa: E731
+    g = jax.grad(f)(2048.0)
+    assert np.isfinite(float(g)) and float(g) > 0
+    v = jax.vmap(f)(np.asarray([512.0, 1024.0, 2048.0], np.float32))
+    assert np.all(np.diff(np.asarray(v)) > 0)
+
+
+# ------------------------------------------------------------------ Ulysses
+def test_ulysses_terms_by_hand():
+    b, h, l, d = 2, 16, 4096, 64
+    St = 2 * b * (l / P) * h * d
+    att_c = 4 * b * (h / P) * l * l * d / R
+    att_m = 2 * b * (h / P) * d * 4 * l / HBM
+    att = LA + max(att_c, att_m)
+    y = W.ulysses_terms(HW, b, h, l, d, P, "yunchang")
+    a2a = min(1000 * 11.8 + 7 / 8 * St / 360.0, 1000 * 7.2 + 7 / 8 * St / 87.7)
+    reshape = LA + 2 * St / HBM
+    assert close(y["total_ns"], att + 4 * (a2a + 2 * reshape))
+    assert close(y["comm_ns"], 4 * a2a)
+    pk = W.ulysses_terms(HW, b, h, l, d, P, "pk")
+    a1 = float(K.collective_terms(HW, "all-to-all", 3 * St, 8, "tma")["total_ns"])
+    a2 = float(K.collective_terms(HW, "all-to-all", St, 8, "tma")["total_ns"])
+    assert close(pk["total_ns"], att + a1 + a2)
+    # the plain A2A kernel: launch + max(2 bytes / HBM, 7/8 S / TMA(S/8, 132 SMs)) + one sync
+    assert close(a2, LA + max(2 * 7 / 8 * St / HBM, 7 / 8 * St / tma_bw(St / 8, 132)) + SYNC)
+
+
+# ------------------------------------------------------------------ MoE dispatch + GEMM
+def test_moe_terms_by_hand():
+    T, k, E, Hd, F, rho, c = 8192, 8, 256, 1024, 512, 1.5, 10
+    copies = rho * T / P * k
+    flops = 2 * copies * Hd * 2 * F
+    buf = copies * Hd * 2
+    hbm = 2 * (E / P * Hd * 2 * F + copies * (Hd + 2 * F))
+    seq = W.moe_dispatch_terms(HW, T, k, E, Hd, F, P, "sequential", rho)
+    a2a = min(1000 * 11.8 + 7 / 8 * buf / 360.0, 1000 * 7.2 + 7 / 8 * buf / 87.7)
+    assert close(seq["flops"], flops)
+    assert close(seq["total_ns"], LA + max(flops / R, hbm / HBM) + a2a)
+    pk = W.moe_dispatch_terms(HW, T, k, E, Hd, F, P, "pk", rho, comm_sms=c)
+    comp = flops / (R * (132 - c) / 132)
+    comm = 7 / 8 * buf / tma_bw(Hd * 2, c)
+    mem = (hbm + 3 * 7 / 8 * buf) / HBM
+    Wv = E / P
+    assert close(pk["comp_ns"], comp) and close(pk["comm_ns"], comm) and close(pk["mem_ns"], mem)
+    assert close(pk["non_overlap_ns"], min(comp, comm) / Wv)
+    assert close(pk["total_ns"], LA + max(comp, comm, mem) + min(comp, comm) / Wv + Wv * SYNC)
+
+
+def test_moe_imbalance_scales_the_busiest_gpu():
+    a = W.moe_dispatch_terms(HW, 8192, design="sequential")
+    b = W.moe_dispatch_terms(HW, 8192, design="sequential", imbalance=2.0)
+    assert close(b["flops"], 2 * a["flops"])
+
+
+def test_share_is_table3s_definition():
+    kw = dict(batch=B, heads=H, seq_len=L, head_dim=D, n_gpus=P)
+    fused = W.ring_attention_terms(HW, design="pk", **kw)
+    x = W.ring_attention_terms(HW, design="xdit", **kw)
+    alone = LA + max(float(x["comp_ns"]), float(x["mem_ns"]))
+    assert close(W.share_vs_compute_only(HW, "ring-attention", **kw), (fused["total_ns"] - alone) / fused["total_ns"])
+
+
+@pytest.mark.parametrize("fn,kw,match", [
+    (W.ring_attention_terms, dict(seq_len=1001), "seq_len"),
+    (W.ring_attention_terms, dict(design="flash"), "design"),
+    (W.ulysses_terms, dict(heads=12), "heads"),
+    (W.moe_dispatch_terms, dict(imbalance=0.5), "imbalance"),
+    (W.moe_dispatch_terms, dict(n_gpus=1), "n_gpus"),
+])
+def test_bad_inputs(fn, kw, match):
+    with pytest.raises(ValueError, match=match):
+        fn(HW, **kw)
+
+
+def test_nuna_socket_has_no_nccl():
+    with pytest.raises(ValueError, match="NCCL"):
+        W.cublas_nccl_terms(kernel_preset("nuna-table2"), "gemm+rs", 8192, 8192, 1024, 8)
+
+
+# ------------------------------------------------------------------ the CLI
+def _cli(argv):
+    import argparse
+    from nuna_jax.cli import kernel as cli_kernel
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="command")
+    cli_kernel.add_parser(sub)
+    return cli_kernel.run(p.parse_args(["kernel"] + argv))
+
+
+@pytest.mark.parametrize("op", W.WORKLOADS)
+def test_cli_workload_terms_and_baseline(op, capsys):
+    import json
+    assert _cli(["--op", op, "--baseline", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("terms_ns", "baseline_terms_ns"):
+        t = out[key]
+        body = max(t["comp_ns"], t["mem_ns"], t["comm_ns"])
+        assert t["total_ns"] == pytest.approx(t["launch_ns"] + body + t["non_overlap_ns"] + t["sync_ns"], rel=1e-5)
+    assert out["speedup_over_baseline"] == pytest.approx(out["baseline_terms_ns"]["total_ns"] / out["terms_ns"]["total_ns"])
+    assert 0 <= out["non_overlapped_share"] < 1
+
+
+def test_cli_cublas_nccl_and_collective_text(capsys):
+    assert _cli(["--op", "gemm+rs", "--m", "32768", "--n", "32768", "--k", "4096", "--baseline"]) == 0
+    text = capsys.readouterr().out
+    assert "cuBLAS+NCCL" in text and "ring/simple" in text
+    assert _cli(["--op", "all-reduce", "--bytes", "8388608", "--baseline"]) == 0
+    assert "speedup over NCCL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--op", "ring-attention", "--policy", "ua|nap+nar"], "nuna-table2"),
+    (["--op", "ring-attention", "--system", "nuna-table2", "--policy", "ua|nope"], "unknown policy"),
+    (["--op", "all-reduce", "--bytes", "1e6", "--system", "nuna-table2", "--policy", "ua"], "applies to"),
+    (["--op", "ring-attention", "--seq", "1001"], "seq_len"),
+    (["--op", "ring-attention", "--system", "nuna-table2", "--baseline"], "NCCL"),
+])
+def test_cli_bad_inputs_exit_2(argv, msg, capsys):
+    from nuna_jax.cli import main
+    assert main(["kernel"] + argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_ring_attention_nuna_policies(capsys):
+    """UA vs NAP+NAR on the NUNA Table-2 socket: both printed and their ratio (issue 27, item 5)."""
+    import json
+    argv = ["--op", "ring-attention", "--batch", "1", "--heads", "4", "--seq", "4096", "--head-dim", "64",
+            "--system", "nuna-table2", "--policy", "ua|nap+nar", "--tbs", "7"]
+    assert _cli(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ua, nap = (out["policies"][p]["terms_ns"] for p in ("ua", "nap+nar"))
+    assert out["policy_ratio"] == pytest.approx(ua["total_ns"] / nap["total_ns"])
+    assert out["policies"]["ua"]["nuna"]["algorithm"] == "ring"
+    # T_comm is the path model's estimate of the same scenario (nuna_jax.estimate)
+    import nuna_jax as nj
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import make_scenario
+    kv = 2 * 1 * 4 * (4096 / 8) * 64 * 2
+    sc = make_scenario(preset("table2", n_gpus=8), collective="allgather", size_bytes=int(8 * kv),
+                       policy="nap+nar", algorithm="ring", tbs_per_gpu=7)
+    assert nap["comm_ns"] == pytest.approx(nj.estimate(sc)["time_ns"], rel=1e-5)
+    assert _cli(argv) == 0
+    text = capsys.readouterr().out
+    assert "policy ua" in text and "policy nap+nar" in text and "ratio ua / nap+nar" in text
