@@ -591,7 +591,7 @@ def pk_rows(S: Sources) -> list[Row]:
 
 
 def pk_baseline_rows(S: Sources) -> list[Row]:
-    """PK's headline claims against the libraries it beats (issue 27): NCCL's tuner
+    """PK's headline claims against the libraries it beats: NCCL's tuner
     (nuna_jax/models/nccl.py), cuBLAS+NCCL, xDiT, YunChang and NCCL A2A + GEMM, from
     experiments/data/pk_baselines.json (experiments/pk_baselines.py).  Nothing in these rows is
     fitted; a stated range is two rows, one per end (ours: our smallest / largest speedup over the

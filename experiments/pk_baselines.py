@@ -22,7 +22,7 @@ constant, from Fig. 4, and enters no row below except through the fused GEMM+RS 
    NUNA Table-2 socket, T_comm from the NUNA path model under UA and NAP+NAR ->
    experiments/data/pk_nuna.json.
 
-Usage: python experiments/pk_baselines.py [--nuna] -> experiments/data/pk_baselines.json,
+Usage: python experiments/pk_baselines.py [--nuna] [--out DIR] -> experiments/data/pk_baselines.json,
 results/pk/baselines.png
 """
 import argparse
@@ -234,21 +234,29 @@ def plot(d, path):
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    return str(path.relative_to(ROOT))
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nuna", action="store_true", help="also the NUNA policy comparison (minutes)")
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="write the JSON and the plot into DIR (default: experiments/data/ and results/pk/)")
     args = ap.parse_args(argv)
+    data_dir = Path(args.out) if args.out else ROOT / "experiments" / "data"
+    plot_dir = Path(args.out) if args.out else ROOT / "results" / "pk"
+    data_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     d = {"nccl": nccl_tables(), "nccl_validation_h200": h200_validation(), "allreduce_vs_nccl": allreduce_curve(),
          "cublas_nccl": cublas_nccl(), "workloads": workloads(), "tma_vs_ce": tma_vs_ce()}
     d["wall_s"] = time.time() - t0
-    d["plot"] = plot(d, ROOT / "results" / "pk" / "baselines.png")
-    out = ROOT / "experiments" / "data" / "pk_baselines.json"
+    d["plot"] = plot(d, plot_dir / "baselines.png")
+    out = data_dir / "pk_baselines.json"
     out.write_text(json.dumps(d, indent=1, default=float))
-    print(f"wrote {out.relative_to(ROOT)} ({d['wall_s']:.0f} s)")
+    print(f"wrote {out} ({d['wall_s']:.0f} s)")
     for gpu, rows in d["allreduce_vs_nccl"].items():
         for r in rows:
             if r["variant"] == "nccl":
@@ -263,7 +271,7 @@ def main(argv=None):
     print(f"TMA vs CE: {d['tma_vs_ce']['ratio_min']:.2f}-{d['tma_vs_ce']['ratio_max']:.2f}x")
     if args.nuna:
         nu = nuna_block()
-        (ROOT / "experiments" / "data" / "pk_nuna.json").write_text(json.dumps(nu, indent=1, default=float))
+        (data_dir / "pk_nuna.json").write_text(json.dumps(nu, indent=1, default=float))
         print(f"NUNA: GEMM+RS UA/NAP+NAR {nu['gemm+rs_N32768']['ratio']:.3f}, ring attention "
               f"{nu['ring_attention_L24576']['ratio']:.3f} ({nu['wall_s']:.0f} s)")
 

@@ -235,7 +235,7 @@ def test_cli_bad_inputs_exit_2(argv, msg, capsys):
 
 @pytest.mark.slow
 def test_cli_ring_attention_nuna_policies(capsys):
-    """UA vs NAP+NAR on the NUNA Table-2 socket: both printed and their ratio (issue 27, item 5)."""
+    """UA vs NAP+NAR on the NUNA Table-2 socket: both printed and their ratio."""
     import json
     argv = ["--op", "ring-attention", "--batch", "1", "--heads", "4", "--seq", "4096", "--head-dim", "64",
             "--system", "nuna-table2", "--policy", "ua|nap+nar", "--tbs", "7"]
