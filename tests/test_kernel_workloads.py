@@ -255,3 +255,31 @@ def test_cli_ring_attention_nuna_policies(capsys):
     assert _cli(argv) == 0
     text = capsys.readouterr().out
     assert "policy ua" in text and "policy nap+nar" in text and "ratio ua / nap+nar" in text
+
+
+# ------------------------------------------------------------------ the claim rows
+def test_pk_baseline_rows_read_the_experiment_json(tmp_path):
+    """The rows take ours from experiments/data/pk_baselines.json, are never marked calibrated or
+    input (nothing in them is fitted), and read "not measured" when the JSON is missing."""
+    import json
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "experiments"))
+    import claims
+    fake = {"workloads": {"ring_attention": {"speedup_min": 1.1, "speedup_max": 2.0, "share_min": 0.05},
+                          "ulysses": {"speedup_min": 1.0, "speedup_max": 1.3}, "moe_dispatch": {"share_min": 0.1}},
+            "cublas_nccl": {"gemm+rs": {"tflops": 500.0}}, "tma_vs_ce": {"ratio_min": 1.0, "ratio_max": 7.0},
+            "allreduce_vs_nccl": {"h100": [{"variant": "nccl", "N": 4096, "speedup": 1.3, "nccl_pick": "nvls/simple",
+                                            "nccl_us": 1.0, "pk_us": 1.0}]}}
+    (tmp_path / "pk_baselines.json").write_text(json.dumps(fake))
+    rows = claims.pk_baseline_rows(claims.Sources(tmp_path, tmp_path))
+    by = {r.claim: r for r in rows}
+    assert by["Ring Attention over xDiT, high end of 1.07-4.08x"].ours == 2.0
+    assert by["GEMM+RS N = 32768: cuBLAS+NCCL 602 TFLOP/s"].ours == 500.0
+    assert by["All-Reduce vs NCCL, H100, 4096 x 4096 bf16: 1.32x"].ours == 1.3
+    assert not any(r.calibrated or r.input for r in rows)
+    empty = claims.pk_baseline_rows(claims.Sources(tmp_path / "none", tmp_path / "none"))
+    assert all(claims.row_verdict(r)[1] == claims.NOT_MEASURED for r in empty)
+    # 11 claims of the reproduction table, each measured or with a reason
+    assert all(r.ours is not None or r.would for r in rows)
