@@ -23,7 +23,7 @@ constant, from Fig. 4, and enters no row below except through the fused GEMM+RS 
    experiments/data/pk_nuna.json.
 
 Usage: python experiments/pk_baselines.py [--nuna] [--out DIR] -> experiments/data/pk_baselines.json,
-results/pk/baselines.png
+results/pk/pk_baselines.png
 """
 import argparse
 import json
@@ -253,7 +253,7 @@ def main(argv=None):
     d = {"nccl": nccl_tables(), "nccl_validation_h200": h200_validation(), "allreduce_vs_nccl": allreduce_curve(),
          "cublas_nccl": cublas_nccl(), "workloads": workloads(), "tma_vs_ce": tma_vs_ce()}
     d["wall_s"] = time.time() - t0
-    d["plot"] = plot(d, plot_dir / "baselines.png")
+    d["plot"] = plot(d, plot_dir / "pk_baselines.png")
     out = data_dir / "pk_baselines.json"
     out.write_text(json.dumps(d, indent=1, default=float))
     print(f"wrote {out} ({d['wall_s']:.0f} s)")
