@@ -155,6 +155,9 @@ def workloads():
                                      lambda L: W.ring_attention_terms(hw, seq_len=L, design="xdit", merge_kernel=False, **ra),
                                      SEQS, lambda L: 0.0)
     ring["no_merge_kernel"] = {k: v for k, v in ring["no_merge_kernel"].items() if k.startswith("speedup")}
+    seq = _sweep(lambda L: W.ring_attention_terms(hw, seq_len=L, design="pk", **ra),
+                 lambda L: W.ring_attention_terms(hw, seq_len=L, design="sequential", **ra), SEQS, lambda L: 0.0)
+    ring["over_sequential"] = {k: v for k, v in seq.items() if k.startswith("speedup")}
     ring["x"] = "total sequence length L"
     uy = dict(batch=16, heads=128, head_dim=128, n_gpus=8)
     uly = _sweep(lambda L: W.ulysses_terms(hw, seq_len=L, design="pk", **uy),

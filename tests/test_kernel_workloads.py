@@ -283,3 +283,16 @@ def test_pk_baseline_rows_read_the_experiment_json(tmp_path):
     assert all(claims.row_verdict(r)[1] == claims.NOT_MEASURED for r in empty)
     # 11 claims of the reproduction table, each measured or with a reason
     assert all(r.ours is not None or r.would for r in rows)
+
+
+def test_ring_attention_sequential_by_hand():
+    t = W.ring_attention_terms(HW, B, H, L, D, P, "sequential")
+    lq = L / P
+    kv = 2 * B * H * lq * D * 2
+    att = max(4 * B * H * lq * lq * D / R, 2 * B * H * D * 4 * lq / HBM)
+    p2p = min(1000 * 11.8 + kv / 360.0, 1000 * 7.2 + kv / 87.7)
+    merge = LA + 3 * 4 * B * H * lq * D / HBM
+    assert close(t["total_ns"], P * (LA + att) + (P - 1) * p2p + P * merge)
+    assert close(t["non_overlap_ns"], (P - 1) * p2p + P * (merge - LA))
+    x = W.ring_attention_terms(HW, B, H, L, D, P, "xdit")
+    assert float(x["total_ns"]) <= float(t["total_ns"])       # stream overlap never loses to none

@@ -166,19 +166,35 @@ def ring_attention_terms(hw: K.KernelHW, batch=16, heads=16, seq_len=98304, head
     output (launch + read O twice and write it, fp32; PK's fused kernel does this in registers):
     ``total = (P-1) max(launch + att', t_p2p) + launch + att + P merge``, reported as
     ``comp = P c``, ``comm = (P-1) t_p2p``, the launches, and the rest in ``non_overlap_ns``.
+    ``design="sequential"``: the same kernels with no overlap at all (send/recv, then attention):
+    ``total = P (launch + att) + (P-1) t_p2p + P merge``.
     """
     for nm, v in (("batch", batch), ("heads", heads), ("seq_len", seq_len), ("head_dim", head_dim),
                   ("elem_bytes", elem_bytes)):
         _pos(nm, v)
     _gpus(n_gpus)
     _div("seq_len", seq_len, n_gpus)
-    if design not in ("pk", "xdit"):
-        raise ValueError(f"ring-attention design must be 'pk' or 'xdit', got {design!r}")
+    if design not in ("pk", "xdit", "sequential"):
+        raise ValueError(f"ring-attention design must be 'pk', 'xdit' or 'sequential', got {design!r}")
     P, s = _f(n_gpus), _f(elem_bytes)
     lq = _f(seq_len) / P
     kv_bytes = 2.0 * _f(batch) * _f(heads) * lq * _f(head_dim) * s
     fl_step, c_all, hbm_step = _attn_kernel(hw, batch, heads, lq, lq, head_dim, s)
     flops = P * fl_step
+    if design == "sequential":
+        cfg = nccl_for(hw, n_gpus, nccl)
+        t_p2p = N.p2p_time_ns(cfg, kv_bytes)
+        hbm_bw = _f(hw.hbm_bw_bytes_per_ns)
+        la = _f(hw.launch_ns)
+        comp, mem = P * c_all, P * hbm_step / hbm_bw
+        o_bytes = 4.0 * _f(batch) * _f(heads) * lq * _f(head_dim)
+        merge = (la + 3.0 * o_bytes / hbm_bw) if merge_kernel else jnp.zeros(())
+        comm = (P - 1.0) * t_p2p
+        launches = P * la * (2.0 if merge_kernel else 1.0)
+        total = P * (la + jnp.maximum(c_all, hbm_step / hbm_bw)) + comm + P * merge
+        return _pack(launch_ns=launches, comp_ns=comp, mem_ns=mem, comm_ns=comm,
+                     non_overlap_ns=total - launches - jnp.maximum(comp, mem), sync_ns=0.0, total_ns=total,
+                     flops=flops, hbm_bytes=P * hbm_step, comm_bytes=(P - 1.0) * kv_bytes, comm_sms=0.0)
     if design == "xdit":
         cfg = nccl_for(hw, n_gpus, nccl)
         t_p2p = N.p2p_time_ns(cfg, kv_bytes)
