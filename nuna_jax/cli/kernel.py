@@ -123,6 +123,9 @@ def run(args) -> int:
         raise ValueError(f"--policy applies to {', '.join(_FUSED_COLL + KERNEL_WORKLOADS)}, not {args.op!r}")
     tbs = _tbs(args.tbs)
     workload = args.op in KERNEL_WORKLOADS
+    if args.baseline and workload and hw.system is not None:
+        raise ValueError(f"--baseline for {args.op} uses NCCL, which the NUNA socket does not have; "
+                         "use --policy to compare placements")
     if workload:
         shape = _workload_shape(args)
         t = W.workload_terms(hw, args.op, "pk", n_gpus=args.gpus, elem_bytes=args.elem_bytes,
