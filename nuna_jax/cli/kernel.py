@@ -269,7 +269,8 @@ def _print(args, hw, out):
               f"{nc['time_ns']:,.1f} ns); fused speedup {out['speedup_over_cublas_nccl']:.2f}x")
     elif "speedup_over_nccl" in out:
         nc = out["nccl"]
-        print(f"  NCCL {nc['algorithm']}/{nc['protocol']}: {nc['time_ns']:,.1f} ns; "
+        print(f"  NCCL {nc['algorithm']}" + (f"/{nc['protocol']}" if nc.get("protocol") else "") +
+              f": {nc['time_ns']:,.1f} ns; "
               f"speedup over NCCL {out['speedup_over_nccl']:.2f}x")
     if "baseline_design" in out:
         print(f"  baseline {out['baseline_design']}:")
