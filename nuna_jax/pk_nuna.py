@@ -71,10 +71,9 @@ def comm_collective(hw, op: str, n_gpus=8, elem_bytes=2, **shape) -> tuple[str, 
         st = s * float(shape.get("batch", 16)) * float(shape.get("seq_len", 32768)) / P * \
             float(shape.get("heads", 128)) * float(shape.get("head_dim", 128))
         return coll, alg, 3.0 * st
-    t = W.moe_dispatch_terms(hw, n_gpus=n_gpus, elem_bytes=elem_bytes, design="sequential",
-                             **{k: v for k, v in shape.items() if k != "comm_sms"})
-    # the sequential design's comm_bytes is the (P-1)/P that leaves; the buffer is all of it
-    return coll, alg, float(t["comm_bytes"]) * P / (P - 1.0)
+    keys = ("tokens", "topk", "hidden", "imbalance")
+    return coll, alg, float(W.moe_dispatch_bytes(n_gpus=n_gpus, elem_bytes=elem_bytes,
+                                                 **{k: shape[k] for k in keys if k in shape}))
 
 
 def nuna_policy_terms(hw, op: str, policy: str, n_gpus=8, elem_bytes=2, schedule="intra", comm_sms=None,

@@ -296,3 +296,18 @@ def test_ring_attention_sequential_by_hand():
     assert close(t["non_overlap_ns"], (P - 1) * p2p + P * (merge - LA))
     x = W.ring_attention_terms(HW, B, H, L, D, P, "xdit")
     assert float(x["total_ns"]) <= float(t["total_ns"])       # stream overlap never loses to none
+
+
+def test_nuna_policy_collectives_by_hand():
+    """What each kernel asks the NUNA path model to time (nuna_jax/pk_nuna.py's table)."""
+    from nuna_jax import pk_nuna as PN
+    hw = kernel_preset("h100")
+    assert PN.comm_collective(hw, "gemm+rs", m=8192, n=4096, k=1024) == ("reducescatter", "direct", 2 * 8192 * 4096)
+    assert PN.comm_collective(hw, "ag+gemm", m=8192, n=1024, k=4096) == ("allgather", "direct", 2 * 8192 * 4096)
+    c, a, s = PN.comm_collective(hw, "ring-attention", batch=2, heads=4, seq_len=8192, head_dim=64)
+    assert (c, a) == ("allgather", "ring") and s == 8 * (2 * 2 * 4 * 1024 * 64 * 2)
+    assert PN.comm_collective(hw, "ulysses", batch=2, heads=16, seq_len=4096, head_dim=64)[2] == 3 * 2 * 2 * 512 * 16 * 64
+    assert PN.comm_collective(hw, "moe-dispatch", tokens=2048, topk=8, hidden=1024, imbalance=1.5)[2] == \
+        pytest.approx(1.5 * 2048 / 8 * 8 * 1024 * 2)
+    with pytest.raises(ValueError, match="nuna-table2"):
+        PN.nuna_policy_terms(hw, "gemm+rs", "ua", m=8192, n=8192, k=1024)

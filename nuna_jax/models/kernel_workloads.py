@@ -41,7 +41,7 @@ from . import kernel as K
 from . import nccl as N
 
 __all__ = ["WORKLOADS", "cublas_nccl_terms", "ring_attention_terms", "ulysses_terms",
-           "moe_dispatch_terms", "attention_flops", "workload_terms", "share_vs_compute_only",
+           "moe_dispatch_terms", "moe_dispatch_bytes", "attention_flops", "workload_terms", "share_vs_compute_only",
            "nccl_for"]
 
 WORKLOADS = ("ring-attention", "ulysses", "moe-dispatch")
@@ -305,6 +305,12 @@ def ulysses_terms(hw: K.KernelHW, batch=16, heads=128, seq_len=32768, head_dim=1
 
 
 # --------------------------------------------------------------------------- MoE dispatch + GEMM
+def moe_dispatch_bytes(tokens=16384, topk=8, hidden=7168, n_gpus=8, imbalance=1.0, elem_bytes=2):
+    """Dispatch buffer of the busiest GPU (bytes): ``imbalance x tokens / P x topk`` token copies of
+    ``hidden`` elements (the All-to-All's send buffer, of which ``(P-1)/P`` leaves the GPU)."""
+    return _f(imbalance) * _f(tokens) / _f(n_gpus) * _f(topk) * _f(hidden) * _f(elem_bytes)
+
+
 def moe_dispatch_terms(hw: K.KernelHW, tokens=16384, topk=8, n_experts=256, hidden=7168, expert_hidden=2048,
                        n_gpus=8, design="pk", imbalance=1.0, gate_up=True, comm_sms=None, elem_bytes=2,
                        nccl=None, comm_ns=None) -> dict:
@@ -339,7 +345,7 @@ def moe_dispatch_terms(hw: K.KernelHW, tokens=16384, topk=8, n_experts=256, hidd
     copies = rho * _f(tokens) / P * _f(topk)           # token copies the busiest GPU processes
     w = (2.0 if gate_up else 1.0) * _f(expert_hidden)
     flops = 2.0 * copies * _f(hidden) * w
-    send = copies * _f(hidden) * s                      # dispatch buffer of the busiest GPU (bytes)
+    send = moe_dispatch_bytes(tokens, topk, hidden, n_gpus, imbalance, elem_bytes)
     hbm = s * (_f(n_experts) / P * _f(hidden) * w + copies * (_f(hidden) + w))
     la = _f(hw.launch_ns)
     W = _f(n_experts) / P
