@@ -311,3 +311,19 @@ def test_nuna_policy_collectives_by_hand():
         pytest.approx(1.5 * 2048 / 8 * 8 * 1024 * 2)
     with pytest.raises(ValueError, match="nuna-table2"):
         PN.nuna_policy_terms(hw, "gemm+rs", "ua", m=8192, n=8192, k=1024)
+
+
+@pytest.mark.slow
+def test_pk_baselines_experiment_writes_its_json(tmp_path):
+    """experiments/pk_baselines.py --out DIR: every block the claim rows read, nothing in the clone."""
+    import json
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import pk_baselines
+    pk_baselines.main(["--out", str(tmp_path)])
+    d = json.loads((tmp_path / "pk_baselines.json").read_text())
+    for key in ("nccl", "nccl_validation_h200", "allreduce_vs_nccl", "cublas_nccl", "workloads", "tma_vs_ce"):
+        assert key in d
+    r = d["workloads"]["ring_attention"]
+    assert r["speedup_min"] <= r["speedup_max"] and r["speedup_min"] == min(x["speedup"] for x in r["rows"])
