@@ -18,10 +18,15 @@ ulysses            alltoall (direct)            ``3 S_t``: Q, K, V of the GPU (O
 moe-dispatch       alltoall (direct)            the busiest GPU's dispatched tokens
 =================  ===========================  ==============================================
 
+For the inter-SM designs (Ring Attention, MoE dispatch, ``schedule="inter"``) the communication
+CUs are the CUs the scenario's threadblocks sit on (the busiest GPU's count, ``comm_cus``), unless
+``comm_sms`` is given: the path model's T_comm is for those threadblocks.
 Units: ns, bytes.  The NUNA scenario is rounded to whole elements (``elem_bytes``).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .models import kernel as K
 from .models import kernel_workloads as W
@@ -46,8 +51,12 @@ def policy_comm_ns(system, collective: str, size_bytes, policy: str, algorithm: 
     sc = make_scenario(system, collective=collective, size_bytes=size, policy=policy,
                        algorithm=algorithm, tbs_per_gpu=tbs_per_gpu, elem_bytes=e)
     r = evaluate(system, sc.traffic, TEMPERATURE_NS)
+    pl = sc.placement
+    tb_gpu = np.asarray(pl.tb_gpu if pl.tb_gpu is not None else sc.plan.tb_gpu)
+    tb_cu = np.asarray(pl.tb_cu)
+    cus = max((len(np.unique(tb_cu[(tb_gpu == g) & (tb_cu >= 0)])) for g in np.unique(tb_gpu)), default=0)
     info = {"policy": sc.placement.policy, "collective": collective, "algorithm": algorithm,
-            "size_bytes": size, "tbs_per_gpu": int(sc.plan.tbs_per_gpu.max(initial=0)),
+            "size_bytes": size, "tbs_per_gpu": int(sc.plan.tbs_per_gpu.max(initial=0)), "comm_cus": int(cus),
             "bottleneck": r["breakdown"].get("bottleneck"), "time_ns": float(r["time_ns"]),
             "model": "nuna_jax.estimate (analytical path model) of make_scenario(...)"}
     return float(r["time_ns"]), info
@@ -84,10 +93,13 @@ def nuna_policy_terms(hw, op: str, policy: str, n_gpus=8, elem_bytes=2, schedule
         raise ValueError("nuna_policy_terms needs a KernelHW with a NUNA System (kernel preset 'nuna-table2')")
     coll, alg, size = comm_collective(hw, op, n_gpus, elem_bytes, **shape)
     t_comm, info = policy_comm_ns(hw.system, coll, size, policy, alg, tbs_per_gpu, int(elem_bytes))
+    inter = op in ("ring-attention", "moe-dispatch") or (op in ("ag+gemm", "gemm+rs", "gemm+ar") and schedule == "inter")
+    if inter and comm_sms is None:
+        # the path model's T_comm is for the scenario's threadblocks on these CUs: they communicate,
+        # the others compute (a T_comm that no longer depends on the split would otherwise pick 1)
+        comm_sms = float(min(max(info["comm_cus"], 1), float(hw.n_sms) - 1))
+    info["comm_sms_used"] = None if not inter else float(comm_sms)
     if op in ("ag+gemm", "gemm+rs", "gemm+ar"):
-        if schedule == "inter" and comm_sms is None:
-            comm_sms, _ = K.best_comm_sms_search(hw, op, shape["m"], shape["n"], shape["k"], n_gpus,
-                                                 elem_bytes=elem_bytes, comm_ns=t_comm)
         t = K.fused_terms(hw, op, shape["m"], shape["n"], shape["k"], n_gpus, schedule, comm_sms,
                           elem_bytes=elem_bytes, comm_ns=t_comm)
     elif op == "ulysses":

@@ -244,6 +244,8 @@ def test_cli_ring_attention_nuna_policies(capsys):
     ua, nap = (out["policies"][p]["terms_ns"] for p in ("ua", "nap+nar"))
     assert out["policy_ratio"] == pytest.approx(ua["total_ns"] / nap["total_ns"])
     assert out["policies"]["ua"]["nuna"]["algorithm"] == "ring"
+    # the communication CUs are the scenario's: 7 threadblocks on 7 CUs of the busiest GPU
+    assert out["policies"]["ua"]["nuna"]["comm_sms_used"] == out["policies"]["ua"]["nuna"]["comm_cus"] == 7
     # T_comm is the path model's estimate of the same scenario (nuna_jax.estimate)
     import nuna_jax as nj
     from nuna_jax.presets import preset
