@@ -404,5 +404,5 @@ def share_vs_compute_only(hw, op, **kw):
                                                        if k not in ("comm_sms", "comm_ns", "merge_kernel")})
         alone = la + jnp.maximum(x["comp_ns"], x["mem_ns"])
     else:
-        alone = t["launch_ns"] / 3.0 + jnp.maximum(t["comp_ns"], t["mem_ns"])
+        alone = la + jnp.maximum(t["comp_ns"], t["mem_ns"])
     return (t["total_ns"] - alone) / t["total_ns"]
