@@ -585,20 +585,109 @@ def pk_rows(S: Sources) -> list[Row]:
                                   ("NVLink 450 GB/s per direction", 450.0, "link_bw_bytes_per_ns", "PK 2.1 table")):
         add(Row(sec, claim, pv, _preset_input(field), psrc, "kernel model", "{:.0f}", would="a model input",
                 input=f"the h100 preset's {field} is this number"))
-    for sec, claim, pv, would in (
-            ("PK 2.1 table", "PCIe gen5 64 GB/s", 64.0, "none: no model uses PCIe"),
-            ("PK abstract", "up to 2.33x (data / tensor parallel), 4.08x (sequence parallel), 1.22x (expert parallel)", 2.33, lib),
-            ("PK 4 (Fig. 7)", "AG+GEMM 1.06-1.68x over cuBLAS+NCCL; Flux 662, cuBLAS+NCCL 628 TFLOP/s at N = 32768", (1.06, 1.68), lib),
-            ("PK 4 (Fig. 8)", "GEMM+RS N = 32768: Flux 744, CUTLASS 431, cuBLAS+NCCL 602, Triton-Distributed 510 TFLOP/s", 744.0, lib),
-            ("PK 4 (Fig. 9)", "GEMM+AR N = 32768: cuBLAS+NCCL 317, Triton-Distributed 451 TFLOP/s", 317.0, lib),
-            ("PK tradeoff 3 (Fig. 6)", "All-Reduce vs NCCL, H100: 1.28x (2048), 1.32x (4096), 1.0x (8192), 1.12x (16384), 1.07x (32768), 1.02x (65536)", 1.32, lib),
-            ("PK tradeoff 3 (Fig. 6)", "All-Reduce vs NCCL, B200: 1.79x (2048), 1.66x (4096)", 1.79, lib),
-            ("PK tradeoff 3", "NVLink access latency up to 4.5x lower than NVSHMEM's; ~20 GB/s more bandwidth", 4.5, lib),
-            ("PK 4 (Fig. 10)", "Ring Attention 1.07-4.08x over xDiT; non-overlapped communication 9%", (1.07, 4.08), "none yet: it needs an attention workload in the kernel model"),
-            ("PK 4 (Fig. 11)", "DeepSpeed-Ulysses 1.01-1.39x over YunChang", (1.01, 1.39), "none yet: it needs an all-to-all attention workload in the kernel model"),
-            ("PK 4 (Fig. 12)", "MoE dispatch + GEMM 0.92-1.22x over Comet; non-overlapped communication 15%", (0.92, 1.22), "none yet: it needs an expert-parallel workload in the kernel model"),
-            ("PK tradeoff 1", "TMA 0.97-7.39x over copy-engine kernels for fine-grained transfers", (0.97, 7.39), lib)):
-        add(Row(sec, claim, pv, would=would, paper_text=(f"{pv[0]}-{pv[1]}" if isinstance(pv, tuple) else "")))
+    add(Row("PK 2.1 table", "PCIe gen5 64 GB/s", 64.0, would="none: no model uses PCIe"))
+    out.extend(pk_baseline_rows(S))
+    return out
+
+
+def pk_baseline_rows(S: Sources) -> list[Row]:
+    """PK's headline claims against the libraries it beats: NCCL's tuner
+    (nuna_jax/models/nccl.py), cuBLAS+NCCL, xDiT, YunChang and NCCL A2A + GEMM, from
+    experiments/data/pk_baselines.json (experiments/pk_baselines.py).  Nothing in these rows is
+    fitted; a stated range is two rows, one per end (ours: our smallest / largest speedup over the
+    swept sizes, the sweep named in the note)."""
+    out: list[Row] = []
+    add = out.append
+    d, src = S.get("pk_baselines.json"), S.src("pk_baselines.json")
+    w = "experiments/pk_baselines.py"
+    m = "kernel model + NCCL tuner"
+    flux = ("Flux, CUTLASS and Triton-Distributed are not modelled: the notes say only that they move data with "
+            "the copy engine (PK tradeoff 1) and that Triton-Distributed was tuned for H800, not their tiling, "
+            "overlap or scheduling, so there is nothing to predict them from (our copy-engine fused kernel is the "
+            "'TMA over copy engine' rows)")
+    comet = ("Comet is itself a fine-grained overlapped MoE kernel whose design the notes do not describe; "
+             "we model PK's fused kernel and the sequential NCCL All-to-All + grouped GEMM baseline only")
+    ring = _dig(d, "workloads", "ring_attention") or {}
+    uly = _dig(d, "workloads", "ulysses") or {}
+    moe = _dig(d, "workloads", "moe_dispatch") or {}
+    seqs = "L = 768 x 2^j, j = 0..7 (768-98304; the notes give no x axis)"
+    add(Row("PK abstract", "up to 2.33x (data / tensor parallel): the top of the Flux comparison (Fig. 7)", 2.33,
+            would="none: " + flux))
+    add(Row("PK abstract", "up to 4.08x (sequence parallel: Ring Attention over xDiT)", 4.08,
+            ring.get("speedup_max"), src, m, would=w,
+            why=f"our largest speedup over xDiT ({seqs}), at the shortest sequence, where our xDiT pays NCCL "
+                "send/recv latency, a FlashAttention launch and a merge kernel per step; what makes the paper's "
+                "xDiT 4x slower there (host-side per-step work, stream synchronisation) is not in the notes"))
+    add(Row("PK abstract", "up to 1.22x (expert parallel, over Comet)", 1.22, would="none: " + comet))
+    sw = _dig(d, "cublas_nccl", "ag+gemm_sweep") or {}
+    for end, pv in (("low", 1.06), ("high", 1.68)):
+        add(Row("PK 4 (Fig. 7)", f"AG+GEMM over cuBLAS+NCCL, {end} end of 1.06-1.68x (N = 4096-65536)", pv,
+                sw.get("speedup_min" if end == "low" else "speedup_max"), src, m, would=w,
+                why="our AG+GEMM is PK's inter-SM TMA kernel at its best split; cuBLAS+NCCL is the GEMM at the same "
+                    "gemm_eff then NCCL's ring All-Gather; at small N our all-gather (NCCL LL128/Simple) is most "
+                    "of the baseline, which the fused kernel hides"))
+    for op, fig, pv in (("ag+gemm", "Fig. 7", 628.0), ("gemm+rs", "Fig. 8", 602.0), ("gemm+ar", "Fig. 9", 317.0)):
+        r = _dig(d, "cublas_nccl", op) or {}
+        add(Row(f"PK 4 ({fig})", f"{op.upper()} N = 32768: cuBLAS+NCCL {pv:.0f} TFLOP/s", pv, r.get("tflops"), src, m,
+                "{:.0f}", would=w,
+                why=(f"NCCL's tuner picks {_dig(r, 'nccl', 'nccl_pick')} (NVLS, in-switch reduction) for the 2 GiB "
+                     f"All-Reduce; with NVLS off it picks {_dig(r, 'nccl_no_nvls', 'nccl_pick')}, "
+                     f"{_dig(r, 'nccl_no_nvls', 'tflops') or 0:.0f} TFLOP/s; the paper's 317 implies an NCCL "
+                     "All-Reduce at ~135 GB/s algorithm bandwidth, below any algorithm NCCL's own tuning tables give "
+                     "this box" if op == "gemm+ar" else
+                     "the paper's figure leaves the collective ~2.2 ms (AG+GEMM) / ~2.8 ms (GEMM+RS) after our "
+                     "742 TFLOP/s GEMM, i.e. 7/8 x 2 GiB at 680-870 GB/s per GPU, above NVLink's 450 GB/s: either "
+                     "cuBLAS ran faster than our gemm_eff or the baseline overlapped partly")))
+    add(Row("PK 4 (Fig. 7)", "AG+GEMM N = 32768: Flux 662 TFLOP/s", 662.0, would="none: " + flux))
+    add(Row("PK 4 (Fig. 8)", "GEMM+RS N = 32768: Flux 744, CUTLASS 431, Triton-Distributed 510 TFLOP/s", 744.0,
+            would="none: " + flux))
+    add(Row("PK 4 (Fig. 9)", "GEMM+AR N = 32768: Triton-Distributed 451 TFLOP/s", 451.0, would="none: " + flux))
+    ar = _dig(d, "allreduce_vs_nccl") or {}
+    for gpu, sizes in (("h100", (2048, 4096, 8192, 16384, 32768, 65536)), ("b200", (2048, 4096))):
+        rows = {r["N"]: r for r in ar.get(gpu, []) if r.get("variant") == "nccl"}
+        paper = {"h100": {2048: 1.28, 4096: 1.32, 8192: 1.0, 16384: 1.12, 32768: 1.07, 65536: 1.02},
+                 "b200": {2048: 1.79, 4096: 1.66}}[gpu]
+        for n in sizes:
+            r = rows.get(n, {})
+            add(Row("PK tradeoff 3 (Fig. 6)", f"All-Reduce vs NCCL, {gpu.upper()}, {n} x {n} bf16: {paper[n]}x",
+                    paper[n], r.get("speedup"), src, m, would=w,
+                    why=(f"NCCL's tuner picks {r.get('nccl_pick')} ({r.get('nccl_us', 0):.1f} us); PK's kernel is the "
+                         f"kernel model's in-fabric All-Reduce ({r.get('pk_us', 0):.1f} us, 4 us of it our assumed "
+                         "launch); at 8 MiB NVLS's 23 us hwLat is most of NCCL's time" if r else "")))
+    add(Row("PK tradeoff 3", "NVLink access latency up to 4.5x lower than NVSHMEM's; ~20 GB/s more bandwidth", 4.5,
+            would="none: the notes name NVSHMEM's costs (a global-memory load of the peer address per access, a "
+                  "__syncthreads per group) but time neither, and no model here has NVSHMEM"))
+    for end, pv, key in (("low", 1.07, "speedup_min"), ("high", 4.08, "speedup_max")):
+        add(Row("PK 4 (Fig. 10)", f"Ring Attention over xDiT, {end} end of 1.07-4.08x", pv, ring.get(key), src, m,
+                would=w, why=f"sweep {seqs}; " + ("xDiT per step: NCCL send/recv on another stream beside "
+                                                  "FlashAttention (NCCL holding one SM per channel) and a merge "
+                                                  "kernel; the high end is the abstract's 4.08x row"
+                                                  if end == "high" else "at long sequences both are compute-bound")))
+    add(Row("PK 4 (Fig. 10)", "Ring Attention: non-overlapped communication 9%", 0.09, ring.get("share_min"), src, m,
+            "{:.1%}", would=w,
+            why=f"our smallest share over the sweep ({seqs}), Table 3's definition (fused time over attention "
+                "alone); at long sequences our fused kernel hides the KV transfers behind the attention on "
+                "129-132 SMs, so only a few % remain"))
+    for end, pv, key in (("low", 1.01, "speedup_min"), ("high", 1.39, "speedup_max")):
+        add(Row("PK 4 (Fig. 11)", f"DeepSpeed-Ulysses over YunChang, {end} end of 1.01-1.39x", pv, uly.get(key), src,
+                m, would=w, why=f"sweep {seqs}; YunChang: a reshape copy before and after each of 4 NCCL "
+                                "All-to-Alls; PK: two TMA All-to-All kernels"))
+    add(Row("PK 4 (Fig. 12)", "MoE dispatch + GEMM 0.92-1.22x over Comet", (0.92, 1.22),
+            would="none: " + comet + f" (ours over the sequential baseline: "
+                  f"{moe.get('speedup_min', 0):.2f}-{moe.get('speedup_max', 0):.2f}x)",
+            paper_text="0.92-1.22"))
+    add(Row("PK 4 (Fig. 12)", "MoE dispatch + GEMM: non-overlapped communication 15%", 0.15, moe.get("share_min"),
+            src, m, "{:.1%}", would=w,
+            why="our smallest share over tokens 2^10-2^17 (uniform routing): the expert GEMM is 2.2x the dispatch, so "
+                "the pipeline over 32 experts per GPU leaves fill, sync and launch; load imbalance (a parameter) is "
+                "not in the notes"))
+    tc = _dig(d, "tma_vs_ce") or {}
+    for end, pv, key in (("low", 0.97, "ratio_min"), ("high", 7.39, "ratio_max")):
+        add(Row("PK tradeoff 1", f"TMA over copy-engine kernels for fine-grained transfers, {end} end of 0.97-7.39x",
+                pv, tc.get(key), src, "kernel model", would=w,
+                why="ours: AG+GEMM (N x N/8 x N, N = 4096-65536), PK's TMA inter-SM kernel over the same fused kernel "
+                    "moving S/P-byte shards by copy engine; the copy engine reaches 80% only from 256 MB messages "
+                    "(PK 3.2), so at N = 4096 (4 MB shards) it runs at ~4% of peak"))
     return out
 
 

@@ -21,7 +21,7 @@ LAYER = {
     "scenario": 8,
     "e2e": 9,           # the end-to-end model times collectives through scenario + the path model
     "models.llm": 12,   # alias of e2e.llm kept for users' old imports: no code, imported by nothing here
-    "optim": 9, "sweep": 9, "sensitivity": 9, "plots": 9,
+    "optim": 9, "sweep": 9, "sensitivity": 9, "plots": 9, "pk_nuna": 9,
     "cli": 10, "__main__": 11, "__init__": 11,
 }
 

@@ -13,6 +13,8 @@ POLICIES = ("UA", "UA+NAR", "NUMA", "NUMA+NAR", "NAP", "NAP+NAR", "NAP*")
 SIM_ENGINES = ("fast", "reference")
 #: ``models.kernel.OPS`` (``FUSED_OPS + COLLECTIVE_OPS``), ``SCHEDULES``, ``MECHANISMS``
 KERNEL_OPS = ("gemm", "ag+gemm", "gemm+rs", "gemm+ar", "all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+#: ``models.kernel_workloads.WORKLOADS`` (ParallelKittens section 4 workloads)
+KERNEL_WORKLOADS = ("ring-attention", "ulysses", "moe-dispatch")
 KERNEL_SCHEDULES = ("intra", "inter")
 KERNEL_MECHANISMS = ("ce", "tma", "reg")
 #: ``kernel_presets.kernel_preset_names()``

@@ -38,6 +38,8 @@ EXPERIMENTS = {
     "pk_table3": Experiment("pk_table3.py", "ParallelKittens Table 3 (GEMM vs fused GEMM+RS)", (), True),
     "pk_overlap": Experiment("pk_overlap.py", "ParallelKittens intra- vs inter-SM overlap", (), True),
     "pk_mechanisms": Experiment("pk_mechanisms.py", "ParallelKittens transfer mechanisms", (), True),
+    "pk_baselines": Experiment("pk_baselines.py", "ParallelKittens vs NCCL / cuBLAS+NCCL / xDiT / YunChang; "
+                               "ring attention, Ulysses, MoE", (), True),
     "spread": Experiment("spread.py", "NUNA 1, 3.1.3, Fig. 4: zero-load latency spread of the socket", (), True),
     "fig2": Experiment("fig2_collective_sizes.py", "NUNA Fig. 2: collective output sizes", (), True),
     "fig15": Experiment("fig15_e2e.py", "NUNA Fig. 15: end-to-end runtime decomposition", (), True),

@@ -375,7 +375,7 @@ def _f(x):
 
 def fused_terms(hw: KernelHW, op: str, m, n, k, n_gpus=8, schedule: str = "intra",
                 comm_sms=None, mechanism: str | None = None, elem_bytes=2,
-                msg_bytes=None, tau=0.0, validate: bool = True) -> dict:
+                msg_bytes=None, tau=0.0, validate: bool = True, comm_ns=None) -> dict:
     """All terms (ns) of one fused kernel, PK eq. 1, per GPU.
 
     ``op``: ``gemm`` (no communication), ``ag+gemm`` (A of ``m x k`` gathered
@@ -384,7 +384,10 @@ def fused_terms(hw: KernelHW, op: str, m, n, k, n_gpus=8, schedule: str = "intra
     ``schedule``: ``intra`` (all SMs compute, communication issued from the
     same SMs) or ``inter`` (``comm_sms`` SMs communicate).  ``mechanism``
     defaults to :func:`default_mechanism`.  ``tau > 0`` (ns) smooths max/min
-    (the relaxed objective used with ``grad``).
+    (the relaxed objective used with ``grad``).  ``comm_ns`` (ns, optional): the
+    collective's time from another model (the NUNA path model under a placement
+    policy, :mod:`nuna_jax.pk_nuna`) replaces the mechanism-model T_comm; bytes
+    are still the pattern's.
 
     Returns a dict of arrays: ``launch_ns, comp_ns, mem_ns, comm_ns,
     non_overlap_ns, sync_ns, total_ns`` and ``flops, hbm_bytes, comm_bytes,
@@ -453,6 +456,9 @@ def fused_terms(hw: KernelHW, op: str, m, n, k, n_gpus=8, schedule: str = "intra
         else:
             msg = _f(msg_bytes)
         t_comm, nbytes, bw = comm_time_ns(hw, pattern, S, P, mech, msg, issue_sms, tau)
+        if comm_ns is not None:
+            t_comm = _f(comm_ns) * jnp.ones_like(t_comm)
+            bw = nbytes / t_comm
         # HBM traffic added by communication: atomic read-modify-write at the
         # destination (intra), or staging through local HBM (inter).
         hbm = hbm + nbytes * (2.0 if schedule == "intra" else 3.0)
