@@ -7,9 +7,10 @@ does) and run the flit simulator on the point's own system (``path_eval.simulate
 independent and deterministic, so where a task runs does not change its row.
 
 * ``jobs = 1``: tasks run in this process, one after another (the serial sweep).
-* ``jobs = N > 1``: a pool of N worker processes (``concurrent.futures.ProcessPoolExecutor``,
-  *spawn* start: JAX is multithreaded and must not be forked), fed largest task first
-  (estimated flits), rows written as tasks finish.  Workers run JAX on the CPU
+* ``jobs = N > 1``: this process and a pool of N - 1 worker processes
+  (``concurrent.futures.ProcessPoolExecutor``, *spawn* start: JAX is multithreaded and must not
+  be forked) take tasks from one queue, largest first (estimated flits); rows are written as
+  tasks finish.  Workers run JAX on the CPU
   (``JAX_PLATFORMS=cpu``: N workers must not each claim the accelerator) and share compiled
   programs through JAX's persistent cache; they ignore SIGINT, which the parent handles by
   killing them (the rows written so far are whole; the points in flight are redone on resume).
@@ -26,7 +27,9 @@ and a large dependency for what ``concurrent.futures`` and one all-gather per ro
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 
 import numpy as np
 
@@ -34,6 +37,9 @@ __all__ = ["ROUND_PER_WORKER", "share", "run_sim_tasks", "sim_task"]
 
 #: multi-process runs: tasks per worker per round (more: fewer all-gathers, coarser resume)
 ROUND_PER_WORKER = 2
+
+#: False: with ``jobs > 1`` every task goes to the workers (tests: the rows of the workers alone)
+MAIN_TAKES_TASKS = True
 
 _CACHE: dict = {}        # a worker's traffic cache (traffic_key -> PaddedTraffic), for its lifetime
 
@@ -82,6 +88,25 @@ class _Env:
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def _without_main():
+    """Start workers without the caller's ``__main__``: *spawn* re-imports the main module in every
+    worker, which re-runs a script that has no ``if __name__ == "__main__"`` guard (and imports what it
+    imports, jax included, once per worker).  Workers run only ``nuna_jax`` code
+    (:func:`sim_task` and its arguments), so the main module is hidden while they start."""
+    m = sys.modules.get("__main__")
+    saved = {k: m.__dict__[k] for k in ("__file__", "__spec__") if m is not None and k in m.__dict__}
+    try:
+        if m is not None:
+            m.__dict__.pop("__file__", None)
+            m.__spec__ = None
+        yield
+    finally:
+        if m is not None:
+            m.__dict__.pop("__spec__", None)
+            m.__dict__.update(saved)
+
+
 def _stop(ex) -> None:
     """Kill a pool's workers now (an interrupted or failed sweep must not wait for the tasks in flight)."""
     procs = list((getattr(ex, "_processes", None) or {}).values())
@@ -99,42 +124,79 @@ def _stop(ex) -> None:
 
 
 class LocalRunner:
-    """Runs task lists here (``jobs = 1``) or on a pool of ``jobs`` spawned workers, kept for the run."""
+    """Runs task lists on ``jobs`` processes: this one and ``jobs - 1`` spawned workers (kept for the
+    run).  This process runs tasks too, so no core idles while the workers start (importing jax and
+    loading the simulator takes seconds); every worker has two tasks queued, so it never waits for
+    this process to hand it the next one."""
 
     def __init__(self, jobs: int):
         self.jobs = int(jobs)
         self._ex = None
         self._env = None
+        self._busy = False
         self._cache: dict = {}
+        self.on_workers = 0          # results that came from a worker
 
     def _pool(self):
         if self._ex is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
-            self._env = _Env().__enter__()      # kept until close(): workers may spawn on a later submit
-            self._ex = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+            self._env = _Env().__enter__()      # kept until close(): workers may start on a later submit
+            self._ex = ProcessPoolExecutor(self.jobs - 1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_worker_init)
         return self._ex
 
     def imap(self, tasks):
         """Results of ``tasks`` as they finish (in order when ``jobs = 1``)."""
-        if self.jobs <= 1:
+        if self.jobs <= 1 or len(tasks) <= 1:
             for t in tasks:
                 yield sim_task(t, self._cache)
             return
-        from concurrent.futures import as_completed
+        from collections import deque
+        from concurrent.futures import FIRST_COMPLETED, wait
         ex = self._pool()
-        futs = [ex.submit(sim_task, t) for t in tasks]
+        queue, inflight, got, redone = deque(tasks), {}, set(), set()
         try:
-            for f in as_completed(futs):
-                yield f.result()
+            while len(got) < len(tasks):
+                with _without_main():                # workers start on these submits
+                    while queue and len(inflight) < 2 * (self.jobs - 1):
+                        t = queue.popleft()
+                        inflight[ex.submit(sim_task, t)] = t
+                for f in [f for f in inflight if f.done()]:
+                    t = inflight.pop(f)
+                    if t[0] not in got:
+                        got.add(t[0])
+                        self.on_workers += 1
+                        yield f.result()
+                if len(got) == len(tasks):
+                    break
+                if not MAIN_TAKES_TASKS:
+                    if inflight:
+                        wait(list(inflight), return_when=FIRST_COMPLETED)
+                    continue
+                if queue:                            # this process takes the next task itself
+                    t = queue.popleft()
+                else:       # the queue is empty: redo here a task still queued on a worker (the last
+                    # handed out: the one most likely waiting behind another, or on a worker still
+                    # starting); tasks are deterministic, so whichever copy ends first gives the row
+                    left = [t for t in reversed(list(inflight.values())) if t[0] not in got | redone]
+                    if not left:
+                        wait(list(inflight), return_when=FIRST_COMPLETED)
+                        continue
+                    t = left[0]
+                    redone.add(t[0])
+                r = sim_task(t, self._cache)
+                if t[0] not in got:
+                    got.add(t[0])
+                    yield r
         finally:
-            for f in futs:
+            for f in inflight:
                 f.cancel()
+            self._busy = any(not f.done() for f in inflight)   # copies still running: killed at close
 
     def close(self, abort: bool = False) -> None:
         if self._ex is not None:
-            if abort:
+            if abort or self._busy:
                 _stop(self._ex)
             else:
                 self._ex.shutdown(wait=True)

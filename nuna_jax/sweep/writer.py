@@ -52,7 +52,7 @@ import numpy as np
 
 from .frame import text_of as _fmt
 
-__all__ = ["RowWriter", "FORMATS", "grid_fingerprint", "model_code_hash", "read_rows", "read_provenance",
+__all__ = ["RowWriter", "FORMATS", "grid_fingerprint", "model_code_files", "model_code_hash", "read_rows", "read_provenance",
            "provenance_line", "stream_path", "check_format"]
 
 
@@ -78,11 +78,15 @@ def check_format(out) -> None:
                              "(pip install 'nuna_jax[data]'), or choose .csv / .npz") from None
 
 
+_NOT_MODEL = {"nuna_jax/progress.py"}       # imported on the way, reads no input of a row
+
+
 @functools.lru_cache(maxsize=1)
-def model_code_hash() -> str:
-    """One hash of the code of every ``nuna_jax`` module the sweep's evaluators import, at any depth
-    (``sweep/path_eval.py``, ``sweep/closed_eval.py`` -> the scenario builder, path model, closed form,
-    simulator, presets ...), comments and docstrings left out (``models.llm.provenance.code_hash``)."""
+def model_code_files() -> tuple[str, ...]:
+    """Every ``nuna_jax`` module the sweep's evaluators import, at any depth and function-level imports
+    included (``sweep/path_eval.py``, ``sweep/closed_eval.py`` -> the scenario builder, path model,
+    closed form, simulator, presets ...), as repository paths (found by ``models.llm.provenance``'s
+    import reader)."""
     from ..models.llm import provenance as P
     seen: set = set()
     todo = [P.PKG_ROOT / "sweep" / "path_eval.py", P.PKG_ROOT / "sweep" / "closed_eval.py"]
@@ -92,7 +96,16 @@ def model_code_hash() -> str:
             continue
         seen.add(f)
         todo += sorted(P._imports(f) - seen)
-    return P.digest(sorted((f.relative_to(P.PKG_ROOT.parent).as_posix(), P.code_hash(f)) for f in seen))
+    files = (f.relative_to(P.PKG_ROOT.parent).as_posix() for f in seen)
+    return tuple(sorted(f for f in files if f not in _NOT_MODEL))
+
+
+@functools.lru_cache(maxsize=1)
+def model_code_hash() -> str:
+    """One hash of the code of :func:`model_code_files`, comments and docstrings left out
+    (``models.llm.provenance.code_hash``: an edit of a docstring does not stop a resume)."""
+    from ..models.llm import provenance as P
+    return P.digest([(f, P.code_hash(f)) for f in model_code_files()])
 
 
 def grid_fingerprint(grid) -> str:
