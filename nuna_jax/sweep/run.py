@@ -426,7 +426,8 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
         runner.close(abort=aborted)   # an error or ^C: the workers are killed, not waited for
         w.close_lock()     # also on an error: the next run must not find the output locked
     summary = {"eval_s": eval_s, "compile_s": compile_s, "sim_s": sim_s, "sim_points": len(sim_points),
-               "jobs": int(jobs), "sim_on_workers": runner.on_workers, "n_points": grid.n_points, "already_done": already, "written": written,
+               "jobs": int(jobs), "sim_here": runner.done_here,
+               "sim_on_workers": runner.on_workers, "n_points": grid.n_points, "already_done": already, "written": written,
                "complete": len(w.done) == grid.n_points if writer_proc else None,
                "interrupted": stopped, "chunks": n_chunks, "blocks": len(bl),
                "path_groups": len(path_groups), "distinct_traffic": len(cache), "plan_s": plan_s,

@@ -136,6 +136,7 @@ class LocalRunner:
         self._busy = False
         self._cache: dict = {}
         self.on_workers = 0          # results that came from a worker
+        self.done_here = 0           # results of this process and its workers
 
     def _pool(self):
         if self._ex is None:
@@ -148,6 +149,11 @@ class LocalRunner:
 
     def imap(self, tasks):
         """Results of ``tasks`` as they finish (in order when ``jobs = 1``)."""
+        for r in self._imap(tasks):
+            self.done_here += 1
+            yield r
+
+    def _imap(self, tasks):
         if self.jobs <= 1 or len(tasks) <= 1:
             for t in tasks:
                 yield sim_task(t, self._cache)
