@@ -204,3 +204,47 @@ def test_sim_points_on_two_jobs_give_the_serial_rows(tmp_path, monkeypatch, main
         assert s["sim_on_workers"] == 4
     pd.testing.assert_frame_equal(_plain(two), _plain(one))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["two.csv"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_two_jobs_stops_every_process_and_resumes_exactly(tmp_path):
+    """^C (SIGINT to the whole process group, as a terminal sends it) during a ``--jobs 2`` simulator
+    sweep: exit 130, no process of the group left, the rows written are whole; the rerun adds the
+    rest, and the file equals an uninterrupted ``--jobs 1`` run's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    root = Path(__file__).resolve().parents[1]
+    axes = {"model": ["sim"], "gpus": [8], "size": ["256kB"], "policy": ["UA"], "tbs": [28],
+            "switch_latency_ns": [100.0 * k for k in range(1, 13)]}
+    grid = _toml(tmp_path / "g.toml", axes)
+    env = {**os.environ, "PYTHONPATH": str(root), "JAX_PLATFORMS": "cpu"}
+    out = tmp_path / "x.csv"
+    cmd = [sys.executable, "-m", "nuna_jax", "sweep", str(grid), "--out", str(out), "--no-progress", "--jobs", "2"]
+    p = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and p.poll() is None:
+        if out.exists() and out.read_text().count("\n") >= 4:          # magic, provenance, header, a row
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the sweep ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):                             # no worker left behind
+        os.killpg(p.pid, 0)
+    from nuna_jax.sweep.writer import read_rows
+    n_first = len(read_rows(out)[1])
+    assert 1 <= n_first < 12
+    r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ref = tmp_path / "ref.csv"
+    r = subprocess.run([*cmd[:5], str(ref), "--no-progress", "--jobs", "1"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.read_text() == ref.read_text()
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["g.toml", "ref.csv", "x.csv"]
