@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def _cpu_model() -> str:
@@ -62,7 +63,51 @@ def _run(grid: Path, out: Path, jobs: int) -> dict:
     s = json.loads(r.stdout)
     rows = [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
     return {"jobs": jobs, "wall_s": wall, "sim_s": s["sim_s"], "sim_on_workers": s["sim_on_workers"],
+            "sim_cpu_s": s["sim_cpu_s"], "sim_workers_cpu_s": s["sim_workers_cpu_s"],
             "points": s["n_points"], "loadavg_before": list(la0), "loadavg_after": list(la1), "rows": rows}
+
+
+_REF_CHILD = r"""
+import sys, time
+mode, start_at, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+if mode == "sim":
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import make_scenario
+    from nuna_jax.sim import simulate
+    s = preset("table2", n_gpus=8)
+    sc = make_scenario(s, collective="allgather", size_bytes=int(sys.argv[4]), policy="UA", tbs_per_gpu=28)
+    simulate(s, sc.traffic)                                  # warm (numba)
+while time.time() < start_at:
+    time.sleep(0.01)
+t0 = time.perf_counter()
+for k in range(n):
+    if mode == "sim":
+        simulate(s.replace(switch_latency_ns=100.0 + k), sc.traffic)
+    else:
+        x = 0
+        for i in range(2_000_000):
+            x += i * i
+print(time.perf_counter() - t0)
+"""
+
+
+def _reference(mode: str, n: int, size_bytes: int) -> dict:
+    """The machine's own 1-vs-2-process speedup on the same work, without the sweep: ``n`` units in one
+    process, and ``n / 2`` in each of two processes started together (after their imports and warm-up):
+    the ceiling any pool can reach on this machine at this load."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+
+    def launch(k, units, at):
+        return subprocess.Popen([sys.executable, "-c", _REF_CHILD, mode, str(at), str(units), str(size_bytes)],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    la0 = os.getloadavg()[0]
+    at = time.time() + (40 if mode == "sim" else 3)
+    one = float(launch(0, n, at).communicate()[0].strip() or "nan")
+    at = time.time() + (40 if mode == "sim" else 3)
+    ps = [launch(k, n // 2, at) for k in range(2)]
+    two = max(float(p.communicate()[0].strip() or "nan") for p in ps)
+    return {"mode": mode, "units": n, "one_process_s": one, "two_processes_s": two, "speedup": one / two,
+            "loadavg_before": la0, "loadavg_after": os.getloadavg()[0]}
 
 
 def main(argv=None) -> int:
@@ -72,6 +117,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2, help="repetitions of each setting (interleaved)")
     ap.add_argument("--jobs", default="1,2", help="the two --jobs values compared")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the machine's own 1-vs-2-process speedup (a CPU loop, the bare simulator)")
     a = ap.parse_args(argv)
     j1, j2 = (int(x) for x in a.jobs.split(","))
     info = {"benchmark": "sweep_sim", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -95,6 +142,15 @@ def main(argv=None) -> int:
             print(f"--jobs {jobs}: {r['wall_s']:7.1f} s end to end, simulator phase {r['sim_s']:7.1f} s "
                   f"({r['sim_on_workers']} points on workers); load {r['loadavg_before'][0]:.1f} -> "
                   f"{r['loadavg_after'][0]:.1f}", flush=True)
+    refs = []
+    if not a.no_reference:
+        from nuna_jax.units import parse_size
+        for mode, n in (("cpu", 16), ("sim", 8)):
+            refs.append(_reference(mode, n, int(parse_size(a.size))))
+            r = refs[-1]
+            print(f"reference ({'pure-Python loop' if mode == 'cpu' else 'bare simulator, ' + a.size}): "
+                  f"{r['one_process_s']:.1f} s in one process, {r['two_processes_s']:.1f} s in two -> "
+                  f"{r['speedup']:.2f}x; load {r['loadavg_before']:.1f} -> {r['loadavg_after']:.1f}", flush=True)
     same_rows = all(r["rows"] == runs[0]["rows"] for r in runs)
     for r in runs:
         r.pop("rows")
@@ -105,12 +161,22 @@ def main(argv=None) -> int:
            "sim_s": {str(j): med(j, "sim_s") for j in (j1, j2)}}
     res["speedup_wall"] = res["wall_s"][str(j1)] / res["wall_s"][str(j2)]
     res["speedup_sim"] = res["sim_s"][str(j1)] / res["sim_s"][str(j2)]
+    # CPU seconds: this process's simulator phase and its workers' (startup included).  On a machine
+    # whose cores are free, the phase takes about its busiest process's CPU time: the projection
+    # below is that, not a measurement of wall time
+    cpu1 = statistics.median(r["sim_cpu_s"] + r["sim_workers_cpu_s"] for r in runs if r["jobs"] == j1)
+    crit2 = statistics.median(max(r["sim_cpu_s"], r["sim_workers_cpu_s"] / max(1, j2 - 1))
+                              for r in runs if r["jobs"] == j2)
+    cpu2 = statistics.median(r["sim_cpu_s"] + r["sim_workers_cpu_s"] for r in runs if r["jobs"] == j2)
+    res["cpu_s"] = {str(j1): cpu1, str(j2): cpu2}
+    res["projected_speedup_free_cores"] = cpu1 / crit2
     pairs = [(runs[k], runs[k + 1]) for k in range(0, len(runs) - 1, 2)]
     res["speedup_wall_per_pair"] = [(p[0]["wall_s"] / p[1]["wall_s"]) if p[0]["jobs"] == j1 else
                                     (p[1]["wall_s"] / p[0]["wall_s"]) for p in pairs]
     loads = [x for r in runs for x in (r["loadavg_before"][0], r["loadavg_after"][0])]
     res["loadavg_1min"] = {"min": min(loads), "max": max(loads), "median": statistics.median(loads)}
     res["same_rows"] = same_rows
+    res["machine_reference"] = refs
     res["target_speedup"] = 1.8
     print()
     print(f"{'':22s} {'--jobs ' + str(j1):>12s} {'--jobs ' + str(j2):>12s} {'speedup':>8s}")
@@ -118,6 +184,8 @@ def main(argv=None) -> int:
           f"{res['speedup_wall']:7.2f}x")
     print(f"{'simulator phase':22s} {res['sim_s'][str(j1)]:11.1f}s {res['sim_s'][str(j2)]:11.1f}s "
           f"{res['speedup_sim']:7.2f}x")
+    print(f"{'CPU s (all processes)':22s} {cpu1:11.1f}s {cpu2:11.1f}s  projected on free cores: "
+          f"{res['projected_speedup_free_cores']:.2f}x (CPU of one process / CPU of the busiest of {j2})")
     print(f"per pair (end to end): {', '.join(f'{x:.2f}x' for x in res['speedup_wall_per_pair'])}; "
           f"load average {res['loadavg_1min']['min']:.1f}-{res['loadavg_1min']['max']:.1f} "
           f"(median {res['loadavg_1min']['median']:.1f}) on {info['cpu_count']} CPUs; rows identical: {same_rows}")

@@ -403,7 +403,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
                 emit_candidates(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi], g["tbs"][lo:hi])
 
         # ---- simulator (host: here, over `jobs` workers, over every process; sweep.simpool) ----------
-        t_sim = time.time()
+        t_sim, cpu_sim = time.time(), time.process_time()
         if not stopped and sim_points:
             sim_points.sort(key=lambda x: (-x[0], x[1]))          # largest first (load balance)
 
@@ -416,17 +416,19 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
 
             if not simpool.run_sim_tasks([x[1:] for x in sim_points], runner, emit_sim, budget_left, describe):
                 stopped = True
-        sim_s = time.time() - t_sim
+        sim_s, sim_cpu_s = time.time() - t_sim, time.process_time() - cpu_sim
 
         eval_s = time.time() - t_eval
         aborted = False
         runner.close()
+        workers_cpu_s = runner.workers_cpu_s()
         w.close()
     finally:
         runner.close(abort=aborted)   # an error or ^C: the workers are killed, not waited for
         w.close_lock()     # also on an error: the next run must not find the output locked
     summary = {"eval_s": eval_s, "compile_s": compile_s, "sim_s": sim_s, "sim_points": len(sim_points),
                "jobs": int(jobs), "sim_here": runner.done_here,
+               "sim_cpu_s": sim_cpu_s, "sim_workers_cpu_s": workers_cpu_s,
                "sim_on_workers": runner.on_workers, "n_points": grid.n_points, "already_done": already, "written": written,
                "complete": len(w.done) == grid.n_points if writer_proc else None,
                "interrupted": stopped, "chunks": n_chunks, "blocks": len(bl),

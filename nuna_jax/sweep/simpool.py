@@ -137,6 +137,9 @@ class LocalRunner:
         self._cache: dict = {}
         self.on_workers = 0          # results that came from a worker
         self.done_here = 0           # results of this process and its workers
+        import resource
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._children0 = r.ru_utime + r.ru_stime
 
     def _pool(self):
         if self._ex is None:
@@ -199,6 +202,12 @@ class LocalRunner:
             for f in inflight:
                 f.cancel()
             self._busy = any(not f.done() for f in inflight)   # copies still running: killed at close
+
+    def workers_cpu_s(self) -> float:
+        """CPU seconds (user + system) of the workers that have ended, startup included (0 with none)."""
+        import resource
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime - self._children0
 
     def close(self, abort: bool = False) -> None:
         if self._ex is not None:
