@@ -57,8 +57,12 @@ def sim_task(task, cache: dict | None = None) -> tuple:
 
 
 def _worker_init() -> None:
+    """A worker ignores SIGINT (a terminal's ^C reaches the whole process group; the parent stops the
+    workers).  It started with SIGINT blocked (:func:`_without_main`), so a ^C that came while it
+    was importing is pending: ignored once it is unblocked here, no traceback."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def share(n: int, n_proc: int, proc: int) -> np.ndarray:
@@ -90,12 +94,16 @@ class _Env:
 
 @contextlib.contextmanager
 def _without_main():
-    """Start workers without the caller's ``__main__``: *spawn* re-imports the main module in every
+    """Start workers without the caller's ``__main__`` and with SIGINT blocked.  *Spawn* re-imports the main module in every
     worker, which re-runs a script that has no ``if __name__ == "__main__"`` guard (and imports what it
     imports, jax included, once per worker).  Workers run only ``nuna_jax`` code
     (:func:`sim_task` and its arguments), so the main module is hidden while they start."""
+    import signal
     m = sys.modules.get("__main__")
     saved = {k: m.__dict__[k] for k in ("__file__", "__spec__") if m is not None and k in m.__dict__}
+    # SIGINT blocked while workers start (they inherit the mask, see _worker_init); a ^C meanwhile
+    # stays pending here and is delivered when the mask is restored
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         if m is not None:
             m.__dict__.pop("__file__", None)
@@ -105,6 +113,7 @@ def _without_main():
         if m is not None:
             m.__dict__.pop("__spec__", None)
             m.__dict__.update(saved)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _stop(ex) -> None:
