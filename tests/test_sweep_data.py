@@ -135,10 +135,18 @@ def test_resume_key_covers_version_system_fields_and_model_code(tmp_path, monkey
     other = dataclasses.replace(g, base=g.base.replace(port_bw_bytes_per_ns=float(g.base.port_bw_bytes_per_ns) * 2))
     assert writer.grid_fingerprint(other) != fp
     files = writer.model_code_files()
-    for f in ("nuna_jax/scenario.py", "nuna_jax/models/collectives.py", "nuna_jax/sim/__init__.py",
-              "nuna_jax/placement.py"):
+    for f in ("nuna_jax/scenario.py", "nuna_jax/models/collectives.py", "nuna_jax/sim/kernel.py",
+              "nuna_jax/placement.py", "nuna_jax/sweep/path_eval.py", "nuna_jax/sweep/frame.py"):
         assert f in files, f
     assert any(f.startswith("nuna_jax/models/contention/") for f in files)
+    assert not any(f.startswith(("nuna_jax/cli/", "nuna_jax/plots/")) for f in files)
+    # comments and docstrings do not count, code does
+    src = "def f(x):\n    return x + 1\n"
+    a, b, c = (tmp_path / n for n in ("a.py", "b.py", "c.py"))
+    a.write_text(src)
+    b.write_text('"""Doc."""\n# a comment\ndef f(x):\n    """More doc."""\n    return x + 1  # same\n')
+    c.write_text(src.replace("+ 1", "+ 2"))
+    assert writer._code(a) == writer._code(b) != writer._code(c)
     monkeypatch.setattr(writer, "model_code_hash", lambda: "another model")
     assert writer.grid_fingerprint(g) != fp
     monkeypatch.undo()

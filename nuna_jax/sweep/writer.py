@@ -78,34 +78,50 @@ def check_format(out) -> None:
                              "(pip install 'nuna_jax[data]'), or choose .csv / .npz") from None
 
 
-_NOT_MODEL = {"nuna_jax/progress.py"}       # imported on the way, reads no input of a row
+#: parts of the package that cannot change a row: the command line, pictures, the optimizer, the NoC
+#: simulator, the end-to-end model above the collectives, progress bars, provenance
+_NOT_MODEL_DIRS = ("cli", "plots", "optim", "noc", "e2e", "models/llm")
+_NOT_MODEL_FILES = ("__main__.py", "progress.py", "provenance.py", "astra.py")
 
 
 @functools.lru_cache(maxsize=1)
 def model_code_files() -> tuple[str, ...]:
-    """Every ``nuna_jax`` module the sweep's evaluators import, at any depth and function-level imports
-    included (``sweep/path_eval.py``, ``sweep/closed_eval.py`` -> the scenario builder, path model,
-    closed form, simulator, presets ...), as repository paths (found by ``models.llm.provenance``'s
-    import reader)."""
-    from ..models.llm import provenance as P
-    seen: set = set()
-    todo = [P.PKG_ROOT / "sweep" / "path_eval.py", P.PKG_ROOT / "sweep" / "closed_eval.py"]
-    while todo:
-        f = todo.pop()
-        if f in seen:
+    """The package's modules a sweep row can depend on (repository paths): every ``nuna_jax`` file but
+    those of :data:`_NOT_MODEL_DIRS` / :data:`_NOT_MODEL_FILES` -- the scenario builder, placement,
+    path model, closed form, simulator, presets, the sweep itself ...  (A directory rule rather than
+    the import graph: conservative, an edit anywhere below the command line stops a resume.)"""
+    pkg = Path(__file__).resolve().parents[1]
+    out = []
+    for f in sorted(pkg.rglob("*.py")):
+        rel = f.relative_to(pkg).as_posix()
+        if rel in _NOT_MODEL_FILES or any(rel.startswith(d + "/") for d in _NOT_MODEL_DIRS):
             continue
-        seen.add(f)
-        todo += sorted(P._imports(f) - seen)
-    files = (f.relative_to(P.PKG_ROOT.parent).as_posix() for f in seen)
-    return tuple(sorted(f for f in files if f not in _NOT_MODEL))
+        out.append(f"nuna_jax/{rel}")
+    return tuple(out)
+
+
+def _code(path: Path) -> str:
+    """A module's code without comments and docstrings (its AST with docstrings dropped)."""
+    import ast
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 @functools.lru_cache(maxsize=1)
 def model_code_hash() -> str:
-    """One hash of the code of :func:`model_code_files`, comments and docstrings left out
-    (``models.llm.provenance.code_hash``: an edit of a docstring does not stop a resume)."""
-    from ..models.llm import provenance as P
-    return P.digest([(f, P.code_hash(f)) for f in model_code_files()])
+    """One hash of the code of :func:`model_code_files`, comments and docstrings left out (an edit of
+    a comment or docstring does not stop a resume; any other edit does)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for f in model_code_files():
+        h.update(f.encode() + b"\0" + _code(root / f).encode() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def grid_fingerprint(grid) -> str:
