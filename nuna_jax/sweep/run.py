@@ -38,7 +38,7 @@ import numpy as np
 
 from . import closed_eval, path_eval
 from .frame import carried, frame_from_columns, read_sweep, typed_axis
-from .grid import Grid, continuous_fields
+from .grid import SCENARIO_AXES, Grid, continuous_fields
 from .groups import Block, blocks
 from ..system import stack_systems
 from .shard import device_mesh, put_batch, put_replicated, round_up, to_host
@@ -257,6 +257,9 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
     runner = simpool.LocalRunner(int(jobs))
     aborted = True
     try:
+        if len(w.done) < grid.n_points and \
+                "sim" in (grid.values("model") if "model" in grid.names else (SCENARIO_AXES["model"],)):
+            runner.prestart()          # workers import jax and the simulator while this process plans
         if jax.process_count() > 1:
             from jax.experimental import multihost_utils
             multihost_utils.sync_global_devices("nuna_jax.sweep: output read")

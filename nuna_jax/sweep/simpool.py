@@ -56,6 +56,14 @@ def sim_task(task, cache: dict | None = None) -> tuple:
         return i, "error", str(e)
 
 
+def _warm() -> int:
+    """A worker's first task, sent when the run starts: import what a simulator task needs (jax, the
+    scenario builder, the simulator) while this process is still planning."""
+    from . import path_eval  # noqa: F401
+    from .. import sim  # noqa: F401
+    return os.getpid()
+
+
 def _worker_init() -> None:
     """A worker ignores SIGINT (a terminal's ^C reaches the whole process group; the parent stops the
     workers).  It started with SIGINT blocked (:func:`_without_main`), so a ^C that came while it
@@ -129,7 +137,7 @@ def _stop(ex) -> None:
             p.join(5.0)
         except (OSError, ValueError, AttributeError, AssertionError):
             pass
-    ex.shutdown(wait=False, cancel_futures=True)
+    ex.shutdown(wait=False)
 
 
 class LocalRunner:
@@ -143,6 +151,7 @@ class LocalRunner:
         self._ex = None
         self._env = None
         self._busy = False
+        self._warming: list = []
         self._cache: dict = {}
         self.on_workers = 0          # results that came from a worker
         self.done_here = 0           # results of this process and its workers
@@ -158,6 +167,14 @@ class LocalRunner:
             self._ex = ProcessPoolExecutor(self.jobs - 1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_worker_init)
         return self._ex
+
+    def prestart(self) -> None:
+        """Start the workers now (each imports what a task needs), so that they are ready when the
+        simulator points come; a no-op with ``jobs = 1``."""
+        if self.jobs > 1 and self._ex is None:
+            ex = self._pool()
+            with _without_main():
+                self._warming = [ex.submit(_warm) for _ in range(self.jobs - 1)]
 
     def imap(self, tasks):
         """Results of ``tasks`` as they finish (in order when ``jobs = 1``)."""
@@ -207,9 +224,8 @@ class LocalRunner:
                 if t[0] not in got:
                     got.add(t[0])
                     yield r
-        finally:
-            for f in inflight:
-                f.cancel()
+        finally:   # (no Future.cancel: Python 3.11's pool sets an exception on cancelled futures when
+            # its workers are killed, an InvalidStateError in its thread; a killed pool fails them all)
             self._busy = any(not f.done() for f in inflight)   # copies still running: killed at close
 
     def workers_cpu_s(self) -> float:
@@ -220,7 +236,7 @@ class LocalRunner:
 
     def close(self, abort: bool = False) -> None:
         if self._ex is not None:
-            if abort or self._busy:
+            if abort or self._busy or any(not f.done() for f in self._warming):
                 _stop(self._ex)
             else:
                 self._ex.shutdown(wait=True)
