@@ -4,7 +4,7 @@ The grid is read and checked first (a bad grid exits 2 before any work);
 rows stream to ``FILE`` (``.csv``, or ``.npz`` / ``.parquet`` with a ``.rows.csv``
 stream beside it until the last point is in) and an interrupted sweep resumes from
 what it wrote; the finished file holds the rows in grid order.  ``--jobs N``: the
-simulator points run in N local worker processes.
+simulator points run on N local processes (``sweep.simpool``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def add_parser(sub) -> None:
                    help="output: FILE.csv, FILE.npz or FILE.parquet (pyarrow: pip install 'nuna_jax[data]'); "
                         "rows in grid order")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="simulator points: run them in N local worker processes (default 1: in this process); "
-                        "with --num-processes, N per process")
+                   help="simulator points: run them on N local processes, this one and N-1 workers it starts "
+                        "(default 1: this one alone; same rows whatever N); with --num-processes, N on each")
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="path model: points x padded flows per chunk (memory bound; default 2^20)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
