@@ -37,13 +37,12 @@ import jax
 import numpy as np
 
 from . import closed_eval, path_eval
-from .frame import carried, frame_from_columns, read_sweep, typed_axis
+from .frame import RESULT_DTYPES, carried, frame_from_columns, read_sweep, typed_axis
 from .grid import SCENARIO_AXES, Grid, continuous_fields
 from .groups import Block, blocks
 from ..system import stack_systems
 from .shard import device_mesh, put_batch, put_replicated, round_up, to_host
 from . import simpool
-from .frame import RESULT_DTYPES
 from .writer import RowWriter, grid_fingerprint, stream_path
 from ..limits import Limits
 
@@ -192,7 +191,8 @@ def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DE
     model), ``n_flows`` and ``tbs_used`` (-1 for the closed form); types in ``sweep.frame``.
     ``df.attrs["summary"]``: the run summary (points written, seconds, devices, ...).
 
-    ``jobs``: simulator points run in this many local worker processes (1: in this process).
+    ``jobs``: the simulator points run on this many local processes, this one and ``jobs - 1``
+    workers it starts (``sweep.simpool``; 1: this one alone); the rows do not depend on it.
     ``max_rows``: path-model chunk bound (points x padded flows); ``devices``:
     the mesh (default ``jax.devices()``); ``max_chunks``: stop after that many
     chunks (an interruption, for tests); ``cf_chunk``: closed-form points per
