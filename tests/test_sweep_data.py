@@ -263,3 +263,20 @@ def test_ctrl_c_on_two_jobs_stops_every_process_and_resumes_exactly(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert out.read_text() == ref.read_text()
     assert sorted(q.name for q in tmp_path.iterdir()) == ["g.toml", "ref.csv", "x.csv"]
+
+
+def test_a_foreign_or_other_grid_parquet_is_never_written_over(tmp_path):
+    pytest.importorskip("pyarrow")
+    g = grid_from_dict(SMALL, parse_size=parse_size)
+    mine = tmp_path / "mine.parquet"
+    pd.DataFrame({"a": [1, 2, 3]}).to_parquet(mine)
+    before = mine.read_bytes()
+    with pytest.raises(ValueError, match="not a nuna-jax sweep output"):
+        execute(g, mine, progress=False)
+    assert mine.read_bytes() == before
+    done = tmp_path / "done.parquet"
+    execute(g, done, progress=False)
+    other = grid_from_dict({**SMALL, "axes": {**SMALL["axes"], "gpus": [2]}}, parse_size=parse_size)
+    with pytest.raises(ValueError, match="different grid"):
+        execute(other, done, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done.parquet", "mine.parquet"]
