@@ -35,7 +35,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from nuna_jax.cli.common import parse_size  # noqa: E402
-from nuna_jax.sweep import closed_eval, grid_from_dict, load_grid, run_sweep  # noqa: E402
+from nuna_jax.sweep import closed_eval, grid_from_dict, load_grid  # noqa: E402
+from nuna_jax.sweep.run import execute as run_sweep  # noqa: E402  (the summary; rows read from the file)
 from nuna_jax.sweep.groups import blocks  # noqa: E402
 from nuna_jax.sweep.shard import device_mesh, put_replicated  # noqa: E402
 

@@ -15,7 +15,8 @@ import pytest
 from nuna_jax.cli import main
 from nuna_jax.cli.common import parse_size
 from nuna_jax.presets import preset
-from nuna_jax.sweep import grid_from_dict, run_sweep
+from nuna_jax.sweep import grid_from_dict
+from nuna_jax.sweep.run import execute
 from nuna_jax.sweep.writer import provenance_line, read_provenance, read_rows, to_columns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ def _cols(path):
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "full.csv"
-    s = run_sweep(_grid(), out, progress=False)
+    s = execute(_grid(), out, progress=False)
     assert s["complete"] and s["written"] == 12
     return _cols(out)
 
@@ -85,7 +86,7 @@ def test_best_threadblocks_is_the_fastest_fixed_count_per_hardware_variant(tmp_p
                                            "policy": ["UA", "NAP+NAR"], "tbs": [1, 4, 16, "best"],
                                            "link_bw_bytes_per_ns": [100.0, 833.0, 5000.0]}}
     out = tmp_path / "best.csv"
-    run_sweep(grid_from_dict(d, parse_size=parse_size), out, progress=False)
+    execute(grid_from_dict(d, parse_size=parse_size), out, progress=False)
     c = _cols(out)
     fixed, best = c["tbs_per_gpu"] != "best", c["tbs_per_gpu"] == "best"
     assert best.sum() == 12 and fixed.sum() == 36
@@ -98,7 +99,7 @@ def test_best_threadblocks_is_the_fastest_fixed_count_per_hardware_variant(tmp_p
         t, tbs = min(by[key(k)])
         assert float(c["time_ns"][k]) == pytest.approx(t, rel=1e-6)
         assert int(c["tbs_used"][k]) == tbs
-    cf = run_sweep(grid_from_dict({"axes": {"model": ["closed_form"], "gpus": [2], "size": [1000]}}),
+    cf = execute(grid_from_dict({"axes": {"model": ["closed_form"], "gpus": [2], "size": [1000]}}),
                    tmp_path / "cf.csv", progress=False)
     assert cf["complete"] and list(_cols(tmp_path / "cf.csv")["tbs_used"]) == [-1]
 
@@ -115,7 +116,7 @@ def test_closed_form_hand_invariants(full):
 def test_chunked_equals_unchunked(tmp_path, full):
     """One point per chunk (path model and closed form) gives the rows of one chunk per block."""
     out1 = tmp_path / "one.csv"
-    s = run_sweep(_grid(chunk=1, closed_form_chunk=1), out1, progress=False, max_rows=1)
+    s = execute(_grid(chunk=1, closed_form_chunk=1), out1, progress=False, max_rows=1)
     assert s["chunks"] > 6
     np.testing.assert_array_equal(_cols(out1)["time_ns"], full["time_ns"])
     np.testing.assert_array_equal(_cols(out1)["lower_bound_ns"], full["lower_bound_ns"])
@@ -123,32 +124,32 @@ def test_chunked_equals_unchunked(tmp_path, full):
 
 def test_resume_no_duplicate_no_loss(tmp_path, full):
     out = tmp_path / "r.csv"
-    s1 = run_sweep(_grid(), out, progress=False, max_chunks=1)       # interrupted after 1 chunk
+    s1 = execute(_grid(), out, progress=False, max_chunks=1)       # interrupted after 1 chunk
     assert s1["interrupted"] and 0 < s1["written"] < 12
     with out.open("a") as fh:                                          # a row cut mid-write
         fh.write("11,path,120000,2,UA,70")
-    s2 = run_sweep(_grid(), out, progress=False)
+    s2 = execute(_grid(), out, progress=False)
     assert s2["already_done"] == s1["written"] and s2["written"] == 12 - s1["written"]
     header, rows = read_rows(out)
     idx = [int(r[0]) for r in rows]
     assert sorted(idx) == list(range(12))                              # no duplicate, no loss
     assert out.read_text().count("\n") == 12 + 3               # magic + provenance + header + 12 rows
     np.testing.assert_array_equal(_cols(out)["time_ns"], full["time_ns"])
-    assert run_sweep(_grid(), out, progress=False)["written"] == 0     # nothing left to do
+    assert execute(_grid(), out, progress=False)["written"] == 0     # nothing left to do
 
 
 def test_resume_refuses_other_grid(tmp_path):
     out = tmp_path / "x.csv"
-    run_sweep(_grid(), out, progress=False, max_chunks=1)
+    execute(_grid(), out, progress=False, max_chunks=1)
     other = _grid({"axes": {**SMALL["axes"], "switch_latency_ns": [300.0]}})
     with pytest.raises(ValueError, match="different grid"):
-        run_sweep(other, out, progress=False)
+        execute(other, out, progress=False)
 
 
 def test_npz_output(tmp_path, full):
     from nuna_jax.provenance import provenance
     out = tmp_path / "r.npz"
-    run_sweep(_grid(), out, progress=False)
+    execute(_grid(), out, progress=False)
     z = np.load(out)
     np.testing.assert_array_equal(z["time_ns"], full["time_ns"])
     assert list(z["policy"]) == ["UA"] * 12
@@ -160,18 +161,18 @@ def test_csv_carries_provenance_and_a_resume_by_other_code_says_so(tmp_path, ful
     """Issue 20 item 6: line 2 names the version and commit; a resume by other code adds a line."""
     from nuna_jax.provenance import provenance
     out = tmp_path / "p.csv"
-    run_sweep(_grid(), out, progress=False, max_chunks=1)
+    execute(_grid(), out, progress=False, max_chunks=1)
     lines = out.read_text().split("\n")
     assert lines[0].startswith("# nuna-jax sweep grid=") and lines[1] == "# " + provenance_line()
     assert read_provenance(out) == [provenance()]
     # the same rows, as if an older checkout had written them: the resume appends its own line
     old = out.read_text().replace(lines[1], "# nuna_jax_version=0.0.9 git_commit=unknown")
     out.write_text(old)
-    run_sweep(_grid(), out, progress=False)
+    execute(_grid(), out, progress=False)
     assert read_provenance(out) == [{"nuna_jax_version": "0.0.9", "git_commit": None}, provenance()]
     assert "# resumed: " + provenance_line() in out.read_text().split("\n")
     np.testing.assert_array_equal(_cols(out)["time_ns"], full["time_ns"])     # reading still works
-    run_sweep(_grid(), out, progress=False)                                    # same code again: no new line
+    execute(_grid(), out, progress=False)                                    # same code again: no new line
     assert len(read_provenance(out)) == 2
 
 
@@ -224,8 +225,8 @@ def _run_sub(code, env_extra, timeout=300):
 def test_four_emulated_devices_give_identical_rows(tmp_path, full):
     out = tmp_path / "four.csv"
     code = ("import jax, json, sys; sys.path.insert(0, 'tests'); "
-            "from test_sweep import _grid; from nuna_jax.sweep import run_sweep; "
-            f"s = run_sweep(_grid(), {str(out)!r}, progress=False); "
+            "from test_sweep import _grid; from nuna_jax.sweep.run import execute; "
+            f"s = execute(_grid(), {str(out)!r}, progress=False); "
             "print(json.dumps([len(jax.devices()), len(s['devices'])]))")
     n = json.loads(_run_sub(code, {"XLA_FLAGS": "--xla_force_host_platform_device_count=4",
                                    "JAX_PLATFORMS": "cpu"}).strip().splitlines()[-1])
@@ -243,7 +244,7 @@ def test_sim_rows_equal_the_simulator(tmp_path):
     from nuna_jax.sim import simulate
     g = _grid({"axes": {"model": ["sim"], "gpus": [2], "size": ["100kB"], "policy": ["UA", "NAP+NAR"]}})
     out = tmp_path / "sim.csv"
-    run_sweep(g, out, progress=False)
+    execute(g, out, progress=False)
     c = _cols(out)
     for k, pol in enumerate(("UA", "NAP+NAR")):
         s = preset("table2", n_gpus=2)

@@ -8,7 +8,8 @@ import pytest
 
 from nuna_jax.cli import main
 from nuna_jax.cli.common import parse_size
-from nuna_jax.sweep import grid_from_dict, run_sweep
+from nuna_jax.sweep import grid_from_dict
+from nuna_jax.sweep.run import execute
 from nuna_jax.sweep.writer import RowWriter, grid_fingerprint, read_rows, to_columns
 
 # closed form only: fast, and many rows written in several chunks
@@ -24,7 +25,7 @@ def _grid():
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "ref.csv"
-    s = run_sweep(_grid(), out, progress=False)
+    s = execute(_grid(), out, progress=False)
     assert s["complete"] and s["written"] == 18 and s["chunks"] > 2
     return out.read_bytes(), to_columns(*read_rows(out))
 
@@ -39,7 +40,7 @@ def test_a_kill_at_any_byte_resumes_to_the_uninterrupted_rows(tmp_path, referenc
     for k in offsets:
         out = tmp_path / f"cut{k}.csv"
         out.write_bytes(data[:k])
-        run_sweep(_grid(), out, progress=False)
+        execute(_grid(), out, progress=False)
         header, rows = read_rows(out)
         idx = [int(r[0]) for r in rows]
         assert sorted(idx) == list(range(18)), k            # no loss, no duplicate
@@ -55,10 +56,10 @@ def test_second_writer_is_refused_at_once(tmp_path):
                        g.n_points)
     try:
         with pytest.raises(ValueError, match="another nuna-jax sweep is writing"):
-            run_sweep(g, out, progress=False)
+            execute(g, out, progress=False)
     finally:
         holder.close()
-    assert run_sweep(g, out, progress=False)["written"] == 18     # free again
+    assert execute(g, out, progress=False)["written"] == 18     # free again
 
 
 @pytest.mark.parametrize("line, match", [
@@ -74,7 +75,7 @@ def test_recovered_rows_are_checked_with_file_and_line(tmp_path, reference, line
     out = tmp_path / "bad.csv"
     out.write_text("\n".join(lines[:4] + [line]) + "\n")          # magic, provenance, header, row 0, bad
     with pytest.raises(ValueError, match=match) as e:
-        run_sweep(_grid(), out, progress=False)
+        execute(_grid(), out, progress=False)
     assert f"{out}:5" in str(e.value)
     assert not (tmp_path / "bad.csv.lock").exists()
 
@@ -83,12 +84,12 @@ def test_foreign_files_are_never_written_over(tmp_path, capsys):
     csv = tmp_path / "notes.csv"
     csv.write_text("my,own,data\n1,2,3\n")
     with pytest.raises(ValueError, match="not a nuna-jax sweep output"):
-        run_sweep(_grid(), csv, progress=False)
+        execute(_grid(), csv, progress=False)
     assert csv.read_text() == "my,own,data\n1,2,3\n"
     npz = tmp_path / "mine.npz"
     np.savez(npz, a=np.arange(3))
     with pytest.raises(ValueError, match="not a nuna-jax sweep output"):
-        run_sweep(_grid(), npz, progress=False)
+        execute(_grid(), npz, progress=False)
     assert list(np.load(npz)["a"]) == [0, 1, 2]
     # the CLI: exit 2 with one line; --force starts afresh; --out onto the grid file is refused
     grid = tmp_path / "g.toml"
@@ -108,16 +109,16 @@ def test_foreign_files_are_never_written_over(tmp_path, capsys):
 def test_finished_npz_leaves_no_stream_and_reruns_to_nothing(tmp_path, reference):
     _, cols = reference
     out = tmp_path / "r.npz"
-    run_sweep(_grid(), out, progress=False)
+    execute(_grid(), out, progress=False)
     assert not (tmp_path / "r.npz.rows.csv").exists() and not (tmp_path / "r.npz.rows.csv.lock").exists()
     before = out.read_bytes()
-    s = run_sweep(_grid(), out, progress=False)
+    s = execute(_grid(), out, progress=False)
     assert s["written"] == 0 and s["complete"]
     assert out.read_bytes() == before
     np.testing.assert_array_equal(np.load(out)["time_ns"], cols["time_ns"])
     other = grid_from_dict({**GRID, "axes": {**GRID["axes"], "gpus": [2]}}, parse_size=parse_size)
     with pytest.raises(ValueError, match="different grid"):
-        run_sweep(other, out, progress=False)
+        execute(other, out, progress=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ def test_read_response_links_is_a_sweep_axis_and_part_of_the_traffic_key(tmp_pat
     g = grid_from_dict({"axes": {"model": ["path"], "gpus": [2], "size": ["1MB"], "policy": ["NAP+NAR"],
                                  "tbs": [4], "read_response_links": [True, False]}}, parse_size=parse_size)
     out = tmp_path / "r.csv"
-    s = run_sweep(g, out, progress=False)
+    s = execute(g, out, progress=False)
     assert s["distinct_traffic"] == 2
     cols = to_columns(*read_rows(out))
     for k, flag in enumerate((True, False)):

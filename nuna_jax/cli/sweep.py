@@ -1,8 +1,10 @@
 """``nuna-jax sweep GRID.toml --out FILE``: evaluate a design-space grid (docs/sweep.md).
 
 The grid is read and checked first (a bad grid exits 2 before any work);
-rows stream to ``FILE`` (``.csv``, or ``.npz`` with a ``.rows.csv`` stream
-beside it) and an interrupted sweep resumes from what it wrote.
+rows stream to ``FILE`` (``.csv``, or ``.npz`` / ``.parquet`` with a ``.rows.csv``
+stream beside it until the last point is in) and an interrupted sweep resumes from
+what it wrote; the finished file holds the rows in grid order.  ``--jobs N``: the
+simulator points run on N local processes (``sweep.simpool``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ def add_parser(sub) -> None:
         description="Evaluate every point of a TOML grid (docs/sweep.md) with jit + vmap in chunks, "
                     "sharded over every JAX device; rows stream to --out and a rerun resumes.")
     p.add_argument("grid", metavar="GRID.toml", help="the grid (see examples/grids/)")
-    p.add_argument("--out", required=True, metavar="FILE", help="output: FILE.csv or FILE.npz")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="output: FILE.csv, FILE.npz or FILE.parquet (pyarrow: pip install 'nuna_jax[data]'); "
+                        "rows in grid order")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="simulator points: run them on N local processes, this one and N-1 workers it starts "
+                        "(default 1: this one alone; same rows whatever N); with --num-processes, N on each")
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="path model: points x padded flows per chunk (memory bound; default 2^20)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -33,10 +40,12 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..sweep.grid import load_grid
-    from ..sweep.run import DEFAULT_MAX_ROWS, run_sweep
+    from ..sweep.run import DEFAULT_MAX_ROWS, execute
+    from ..sweep.writer import check_format
     out = str(args.out)
-    if not (out.endswith(".csv") or out.endswith(".npz")):
-        raise ValueError(f"--out must end in .csv or .npz, got {out!r}")
+    check_format(out)
+    if not 1 <= args.jobs <= 1024:
+        raise ValueError(f"--jobs must lie in [1, 1024], got {args.jobs}")
     if args.max_rows is not None and args.max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {args.max_rows}")
     from pathlib import Path
@@ -58,8 +67,8 @@ def run(args) -> int:
         initialize(args.coordinator, args.num_processes, args.process_id)
     from ..progress import stderr_is_terminal
     # the sweep's bar only on a terminal (never into a pipe or a log); sweep/run.py draws it
-    summary = run_sweep(grid, out, progress=not args.no_progress and not args.json and stderr_is_terminal(),
-                        max_rows=args.max_rows or DEFAULT_MAX_ROWS, limits=lim)
+    summary = execute(grid, out, progress=not args.no_progress and not args.json and stderr_is_terminal(),
+                      max_rows=args.max_rows or DEFAULT_MAX_ROWS, limits=lim, jobs=args.jobs)
     if args.json:
         emit_json(summary)
     else:

@@ -1,6 +1,8 @@
 """Design-space sweeps: one declarative grid, ``jit`` + ``vmap`` in chunks, sharded over
-every device (``jax.sharding``) and host (``jax.distributed``), streamed to a
-resumable columnar file.  docs/sweep.md describes the grid format.
+every device (``jax.sharding``) and host (``jax.distributed``), simulator points over
+local worker processes (``jobs``); the rows as a ``pandas.DataFrame`` in grid order
+(:func:`run_sweep`), or streamed to a resumable ``.csv`` / ``.npz`` / ``.parquet`` file
+(:func:`read_sweep` reads one back).  docs/sweep.md describes the grid format.
 
 >>> from nuna_jax.sweep import grid_from_dict
 >>> g = grid_from_dict({"axes": {"model": ["closed_form"], "size": [1000, 2000], "gpus": [2, 8]}})
@@ -12,10 +14,11 @@ import sys
 import types
 
 from .api import sweep
+from .frame import read_sweep
 from .grid import MODELS, Grid, grid_from_dict, load_grid
 from .run import run_sweep
 
-__all__ = ["MODELS", "Grid", "grid_from_dict", "load_grid", "run_sweep", "sweep"]
+__all__ = ["MODELS", "Grid", "grid_from_dict", "load_grid", "read_sweep", "run_sweep", "sweep"]
 
 
 class _CallablePackage(types.ModuleType):

@@ -14,12 +14,14 @@ def sweep(grid, out=None, *, progress=False) -> dict:
     ``sim``), ``collective``, ``size`` (bytes, or strings like ``"1MB"``), ``gpus``, ``policy``,
     ``tbs`` (threadblocks per GPU; default ``"best"`` per point, as :func:`nuna_jax.make_scenario`),
     and any ``System`` field (e.g. ``port_bw_bytes_per_ns`` in bytes/ns,
-    ``switch_latency_ns`` in ns).  ``out``: a ``.csv`` or ``.npz`` file to write (resumable);
-    default a temporary file, removed after reading.
+    ``switch_latency_ns`` in ns).  ``out``: ``None`` (the default: nothing is written) or a
+    ``.csv``, ``.npz`` or ``.parquet`` file to write (resumable).
 
     Returns a dict: ``columns`` (name -> numpy array, one element per point in grid order:
     ``index``, one column per axis, ``time_ns`` in ns, ``lower_bound_ns`` in ns (path model),
-    ``n_flows``, ``tbs_used``: the threadblocks per GPU each point ran with) and ``summary`` (points, seconds, devices, ...).
+    ``n_flows``, ``tbs_used``: the threadblocks per GPU each point ran with), ``frame`` (the same
+    rows as a ``pandas.DataFrame``: :func:`nuna_jax.sweep.run_sweep`'s result) and ``summary``
+    (points, seconds, devices, ...).
 
     Example::
 
@@ -29,35 +31,14 @@ def sweep(grid, out=None, *, progress=False) -> dict:
         for pol, bw, t in zip(c["policy"], c["port_bw_bytes_per_ns"], c["time_ns"]):
             print(pol, bw, t)                              # policy, bytes/ns, ns
     """
-    import os
-    import tempfile
-    from pathlib import Path
-
     from ..units import parse_size
     from .grid import Grid, grid_from_dict, load_grid
     from .run import run_sweep
-    from .writer import read_rows, stream_path, to_columns
     if isinstance(grid, Grid):
         g = grid
     elif isinstance(grid, dict):
         g = grid_from_dict(grid, parse_size=parse_size)
     else:
         g = load_grid(grid, parse_size=parse_size)
-    tmp = None
-    if out is None:
-        tmp = tempfile.mkdtemp(prefix="nuna_jax_sweep_")
-        out = os.path.join(tmp, "sweep.csv")
-    try:
-        summary = run_sweep(g, out, progress=progress)
-        if str(out).endswith(".npz"):
-            import numpy as np
-            with np.load(out, allow_pickle=False) as z:
-                cols = {k: z[k] for k in z.files if z[k].ndim == 1}
-        else:
-            cols = to_columns(*read_rows(stream_path(out)))
-    finally:
-        if tmp is not None:
-            for f in Path(tmp).iterdir():
-                f.unlink()
-            os.rmdir(tmp)
-    return {"columns": cols, "summary": summary}
+    df = run_sweep(g, out, progress=progress)
+    return {"columns": {k: df[k].to_numpy() for k in df.columns}, "frame": df, "summary": df.attrs["summary"]}

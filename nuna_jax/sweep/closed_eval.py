@@ -107,7 +107,8 @@ def closed_form_fn(coll: int, alg: int, p: int, free_lens: tuple, size_pos: int,
             a, b, g = (v.reshape(-1, L)[h // L] for v in (alpha, beta, gamma))
         else:
             a, b, g = (v[h][:, None] for v in (alpha, beta, gamma))
-        return C.cost_ns(coll, alg, p, n_bytes, a, b, g)
+        # a last axis the closed form does not read (policy, tbs_per_gpu, ...): the same time along it
+        return jnp.broadcast_to(C.cost_ns(coll, alg, p, n_bytes, a, b, g), (rows, L))
 
     out = jax.jit(f, in_shardings=(rep, rep, rep, rep, rep), out_shardings=bat)
     return out

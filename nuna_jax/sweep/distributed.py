@@ -3,8 +3,9 @@
 Call :func:`initialize` before any other JAX call; afterwards ``jax.devices()``
 lists every process's devices, ``sweep.shard.device_mesh`` spans them all,
 and ``run_sweep`` runs unchanged: each process feeds its shards of every
-chunk, results are all-gathered, process 0 writes the file.  On CPU the
-collectives go through Gloo.
+chunk, results are all-gathered, process 0 writes the file.  Simulator points
+are dealt out instead: each process simulates its share of each round on its own
+``jobs`` processes (``sweep.simpool``).  On CPU the collectives go through Gloo.
 """
 
 from __future__ import annotations

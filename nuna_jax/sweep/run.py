@@ -10,12 +10,19 @@ Order of work (docs/sweep.md):
    placed fails before a row is written;
 4. blocks are evaluated chunk by chunk -- closed form generated on the device
    (``closed_eval``), path model as a vmap over (hardware variant, traffic)
-   index pairs (``path_eval.path_batch_fn``), simulator on the host -- and each
-   chunk's rows are appended as soon as it finishes.
+   index pairs (``path_eval.path_batch_fn``), simulator points as tasks on the
+   host (``sweep.simpool``: here, or over ``jobs`` worker processes, and over every
+   process of a ``jax.distributed`` run) -- and each chunk's rows are appended as
+   soon as it finishes.
 
 With several processes (``sweep.distributed``), every process runs the same
 plan and the same jitted calls over a mesh of every host's devices; results are
-all-gathered and process 0 writes.
+all-gathered and process 0 writes.  Each process simulates its share of the
+simulator points.
+
+:func:`run_sweep` returns the rows as a ``pandas.DataFrame`` in grid order
+(``sweep.frame``); :func:`execute` is the same run returning only its summary
+(the CLI's, which never reads a large output back).
 """
 
 from __future__ import annotations
@@ -24,19 +31,22 @@ import os
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import jax
 import numpy as np
 
 from . import closed_eval, path_eval
-from .grid import Grid, continuous_fields
+from .frame import RESULT_DTYPES, carried, frame_from_columns, read_sweep, typed_axis
+from .grid import SCENARIO_AXES, Grid, continuous_fields
 from .groups import Block, blocks
 from ..system import stack_systems
 from .shard import device_mesh, put_batch, put_replicated, round_up, to_host
-from .writer import RowWriter, grid_fingerprint
+from . import simpool
+from .writer import RowWriter, grid_fingerprint, stream_path
 from ..limits import Limits
 
-__all__ = ["run_sweep", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
+__all__ = ["run_sweep", "execute", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
 
 #: ``tbs_used``: the threadblocks per GPU the row's time is for (the fastest candidate when the point's
 #: ``tbs_per_gpu`` is "best"; -1 for the closed form, which has none)
@@ -64,9 +74,10 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _axis_columns(grid: Grid, index: np.ndarray) -> dict:
+def _axis_columns(grid: Grid, index: np.ndarray, typed: dict) -> dict:
+    """Axis columns of points ``index``, each of its axis's one type (``frame.typed_axis``)."""
     digits = grid.digits(index)
-    return {a: np.asarray(list(v) + [None], dtype=object)[digits[:, k]] for k, (a, v) in enumerate(grid.axes)}
+    return {a: typed[a][digits[:, k]] for k, (a, _) in enumerate(grid.axes)}
 
 
 def _block_system(grid: Grid, block: Block):
@@ -167,12 +178,21 @@ def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) 
     return seen[key]
 
 
-def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
+def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
               devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
               merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
-              limits: Limits | None = None) -> dict:
-    """Evaluate every point of ``grid`` not yet in ``out`` and append its row.
+              limits: Limits | None = None, jobs: int = 1):
+    """Evaluate every point of ``grid``; the rows as a ``pandas.DataFrame`` in grid order.
 
+    ``out``: ``None`` (the default: nothing touches the disk, the rows are kept in memory) or a
+    ``.csv``, ``.npz`` or ``.parquet`` (pyarrow) file: the points not yet in it are evaluated and
+    appended (resumable, docs/sweep.md), and the frame holds every row of the file.  Columns:
+    ``index``, one per grid axis, ``time_ns`` (ns), ``lower_bound_ns`` (ns; NaN but for the path
+    model), ``n_flows`` and ``tbs_used`` (-1 for the closed form); types in ``sweep.frame``.
+    ``df.attrs["summary"]``: the run summary (points written, seconds, devices, ...).
+
+    ``jobs``: the simulator points run on this many local processes, this one and ``jobs - 1``
+    workers it starts (``sweep.simpool``; 1: this one alone); the rows do not depend on it.
     ``max_rows``: path-model chunk bound (points x padded flows); ``devices``:
     the mesh (default ``jax.devices()``); ``max_chunks``: stop after that many
     chunks (an interruption, for tests); ``cf_chunk``: closed-form points per
@@ -181,8 +201,49 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
     ``compile_threads``: path-model programs compiled at once (default: CPU
     count, at most 8).  ``limits`` (default :class:`~nuna_jax.limits.Limits`): every path / sim
     point's system, threadblocks, steps, pages (and flits) are checked before its traffic is built,
-    and the grid's total simulated flits.  Returns a summary.
+    and the grid's total simulated flits.
+
+    With several ``jax.distributed`` processes, process 0's frame is the file's; another process's
+    holds the rows of this run (all of them when ``out`` is None).
+
+    Example::
+
+        from nuna_jax.sweep import grid_from_dict, run_sweep
+        g = grid_from_dict({"axes": {"model": ["closed_form"], "gpus": [2, 8], "size": [10**5, 10**6]}})
+        df = run_sweep(g, progress=False)          # 4 rows; df.to_parquet(...) / df.pivot(...)
+        df.pivot(index="size", columns="n_gpus", values="time_ns")   # ns
     """
+    summary, w = _execute(grid, out, progress=progress, max_rows=max_rows, devices=devices,
+                          max_chunks=max_chunks, cf_chunk=cf_chunk, merge_factor=merge_factor,
+                          compile_threads=compile_threads, limits=limits, jobs=jobs, keep=True)
+    columns = ["index", *grid.names, *RESULT_COLUMNS]
+    attrs = {"summary": summary}
+    if out is not None and w.active:
+        src = stream_path(out)              # an unfinished .npz / .parquet: its stream; a CSV: itself
+        src = src if src.exists() else Path(out)
+        if src.exists():
+            df = read_sweep(src)
+            df.attrs.update(attrs)
+            return df
+    cols = w.columns_in_memory()
+    if not cols:
+        empty = {c: np.zeros(0, RESULT_DTYPES.get(c, np.int64)) for c in columns}
+        empty.update({a: typed_axis(v)[:0] for a, v in grid.axes})
+        cols = empty
+    return frame_from_columns(cols, columns, attrs)
+
+
+def execute(grid: Grid, out, **kw) -> dict:
+    """:func:`run_sweep` without reading the rows back: the run summary only."""
+    return _execute(grid, out, **kw)[0]
+
+
+def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
+             devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
+             merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
+             limits: Limits | None = None, jobs: int = 1, keep: bool = False):
+    if not (isinstance(jobs, (int, np.integer)) and not isinstance(jobs, bool) and jobs >= 1):
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     lim = limits or Limits()
     t_start = time.time()
     if compile_threads is None:
@@ -190,8 +251,15 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
     mesh = device_mesh(devices)
     writer_proc = jax.process_index() == 0
     columns = ["index", *grid.names, *RESULT_COLUMNS]
-    w = RowWriter(out, columns, grid_fingerprint(grid), grid.n_points, active=writer_proc)
+    typed = {a: typed_axis(v) for a, v in grid.axes}
+    fp = grid_fingerprint(grid) if out is not None else "memory"
+    w = RowWriter(out, columns, fp, grid.n_points, active=writer_proc, keep=keep and not writer_proc)
+    runner = simpool.LocalRunner(int(jobs))
+    aborted = True
     try:
+        if len(w.done) < grid.n_points and \
+                "sim" in (grid.values("model") if "model" in grid.names else (SCENARIO_AXES["model"],)):
+            runner.prestart()          # workers import jax and the simulator while this process plans
         if jax.process_count() > 1:
             from jax.experimental import multihost_utils
             multihost_utils.sync_global_devices("nuna_jax.sweep: output read")
@@ -201,7 +269,8 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
         # ---- plan: traffic for every path / sim point still to do --------------------------------
         cache: dict = {}
         path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
-        sim_points = []
+        sim_points = []                           # (flits, index, build system, system, point)
+        sim_builders: dict = {}                   # traffic key -> system of its first point
         left: dict = {}                           # path point -> candidates not yet evaluated
         seen_work: dict = {}
         sim_flits = 0
@@ -214,12 +283,19 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
             for i in idx:
                 pt = grid.point(int(i))
                 s = grid.system_of(pt)
-                sim_flits += _check_point_work(lim, grid, int(i), pt, s, seen_work)
+                flits = _check_point_work(lim, grid, int(i), pt, s, seen_work)
+                sim_flits += flits
                 lim.check("sim_flits", sim_flits, f"{grid.source or 'the grid'}'s simulator points")
-                # a simulator point builds its own scenario ("best" chosen inside by the path model);
+                if b.fixed["model"] == "sim":
+                    # a simulator point builds its own scenario ("best" chosen inside by the path model)
+                    # where it is simulated (sweep.simpool), on the system of the first point of its
+                    # traffic key, as a serial sweep's cache would
+                    k = path_eval.traffic_key(s, pt)
+                    build = sim_builders.setdefault(k, s)
+                    sim_points.append((flits, int(i), build, s, pt))
+                    continue
                 # a path point is evaluated at each of its threadblock counts, and the fastest kept
-                choices = ((pt,) if b.fixed["model"] == "sim" else
-                           tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt)))
+                choices = tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt))
                 got, err = [], None
                 for cpt in choices:
                     try:
@@ -229,12 +305,9 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                 if not got or (err is not None and not isinstance(pt["tbs_per_gpu"], str)):
                     desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
                     raise ValueError(f"grid point {int(i)} ({desc}): {err}") from None
-                if b.fixed["model"] == "sim":
-                    sim_points.append((int(i), s, got[0]))
-                else:
-                    left[int(i)] = len(got)
-                    for tr in got:
-                        path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
+                left[int(i)] = len(got)
+                for tr in got:
+                    path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
         path_groups = _merge_shapes(path_groups, merge_factor)
         plan_s = time.time() - t_plan
 
@@ -274,9 +347,9 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                 desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
                 raise ValueError(f"grid point {i} ({desc}) evaluates to a non-finite time; its inputs are "
                                  "outside what the model can represent (nothing non-finite is written)")
-            cols = {"index": index[keep], **_axis_columns(grid, index[keep]),
-                    "time_ns": np.asarray(time_ns)[keep], "lower_bound_ns": np.asarray(lb)[keep],
-                    "n_flows": np.asarray(nflows)[keep], "tbs_used": np.asarray(tbs)[keep]}
+            cols = {"index": np.asarray(index, np.int64)[keep], **_axis_columns(grid, index[keep], typed),
+                    "time_ns": carried(time_ns)[keep], "lower_bound_ns": carried(lb)[keep],
+                    "n_flows": np.asarray(nflows, np.int64)[keep], "tbs_used": np.asarray(tbs, np.int64)[keep]}
             written += w.write(cols)
             prog.add(int(keep.sum()))
 
@@ -310,7 +383,7 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                     continue
                 if not budget_left():
                     break
-                t = to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo]
+                t = carried(to_host(fn(put_replicated(np.int32(r_lo), mesh), *tables)).reshape(-1)[: hi - lo])
                 nan = np.full(hi - lo, np.nan)
                 emit(gidx, t, nan, np.full(hi - lo, -1), np.full(hi - lo, -1))
 
@@ -327,26 +400,42 @@ def run_sweep(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT
                 if not budget_left():
                     break
                 sel = np.arange(lo, lo + B).clip(max=hi - 1)
-                est, lb = to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh)))
+                est, lb = (carried(x) for x in
+                           to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh))))
                 m = hi - lo
                 emit_candidates(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi], g["tbs"][lo:hi])
 
-        # ---- simulator (host, process 0) -------------------------------------------------------------
-        for i, s, tr in sim_points:
-            if stopped or not budget_left():
-                break
-            if writer_proc:
-                t = path_eval.simulate_ns(s, tr)
-                emit(np.asarray([i]), np.asarray([t]), np.asarray([np.nan]), np.asarray([tr.n_flows]),
-                     np.asarray([tr.tbs_per_gpu]))
+        # ---- simulator (host: here, over `jobs` workers, over every process; sweep.simpool) ----------
+        t_sim, cpu_sim = time.time(), time.process_time()
+        if not stopped and sim_points:
+            sim_points.sort(key=lambda x: (-x[0], x[1]))          # largest first (load balance)
+
+            def describe(i):
+                pt = grid.point(i)
+                return f"grid point {i} (" + ", ".join(f"{a}={pt[a]}" for a in grid.names) + ")"
+
+            def emit_sim(i, t, nf, tb):
+                emit(i, t, np.full(len(i), np.nan), nf, tb)
+
+            if not simpool.run_sim_tasks([x[1:] for x in sim_points], runner, emit_sim, budget_left, describe):
+                stopped = True
+        sim_s, sim_cpu_s = time.time() - t_sim, time.process_time() - cpu_sim
 
         eval_s = time.time() - t_eval
+        aborted = False
+        runner.close()
+        workers_cpu_s = runner.workers_cpu_s()
         w.close()
     finally:
+        runner.close(abort=aborted)   # an error or ^C: the workers are killed, not waited for
         w.close_lock()     # also on an error: the next run must not find the output locked
-    return {"eval_s": eval_s, "compile_s": compile_s, "n_points": grid.n_points, "already_done": already, "written": written,
-            "complete": len(w.done) == grid.n_points if writer_proc else None,
-            "interrupted": stopped, "chunks": n_chunks, "blocks": len(bl),
-            "path_groups": len(path_groups), "distinct_traffic": len(cache), "plan_s": plan_s,
-            "seconds": time.time() - t_start, "devices": [str(d) for d in mesh.devices.ravel()],
-            "processes": jax.process_count(), "out": str(out)}
+    summary = {"eval_s": eval_s, "compile_s": compile_s, "sim_s": sim_s, "sim_points": len(sim_points),
+               "jobs": int(jobs), "sim_here": runner.done_here,
+               "sim_cpu_s": sim_cpu_s, "sim_workers_cpu_s": workers_cpu_s,
+               "sim_on_workers": runner.on_workers, "n_points": grid.n_points, "already_done": already, "written": written,
+               "complete": len(w.done) == grid.n_points if writer_proc else None,
+               "interrupted": stopped, "chunks": n_chunks, "blocks": len(bl),
+               "path_groups": len(path_groups), "distinct_traffic": len(cache), "plan_s": plan_s,
+               "seconds": time.time() - t_start, "devices": [str(d) for d in mesh.devices.ravel()],
+               "processes": jax.process_count(), "out": None if out is None else str(out)}
+    return summary, w

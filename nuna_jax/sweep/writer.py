@@ -1,17 +1,26 @@
-"""Stream sweep rows to a CSV file as chunks finish; resume from what is there.
+"""Stream sweep rows to a file as chunks finish; resume from what is there.
 
-File layout (docs/sweep.md): a first line ``# nuna-jax sweep grid=<hash>
-points=<n>``, a second ``# nuna_jax_version=<v> git_commit=<sha|unknown>``
-(``nuna_jax.provenance``; a resume by other code appends ``# resumed:
-nuna_jax_version=... git_commit=...`` before its rows), a header line, then
-one row per grid point in the order the chunks finished, keyed by the
-``index`` column (the point's position in the grid).  Readers skip every
-``#`` line.  Each chunk is flushed and fsync'ed, so a killed sweep leaves whole
-rows plus at most one partial last line.  On resume the partial line is cut
-off, every recovered row is checked (column count, an integer index inside
-the grid, numbers in the result columns, no index twice; anything else is
-refused naming the file and line), the indices present are skipped, and the
-rest is appended: no duplicate, no lost row, whatever byte the kill came at.
+Outputs (docs/sweep.md): ``FILE.csv``, ``FILE.npz`` or ``FILE.parquet`` (pyarrow), or none
+(``out=None``: rows kept in memory only, nothing written, no lock).
+
+Stream layout: a first line ``# nuna-jax sweep grid=<hash> points=<n>``, a second
+``# nuna_jax_version=<v> git_commit=<sha|unknown>`` (``nuna_jax.provenance``; a resume by
+other code appends ``# resumed: nuna_jax_version=... git_commit=...`` before its rows), a
+header line, then one row per grid point in the order the chunks finished, keyed by the
+``index`` column (the point's position in the grid).  Readers skip every ``#`` line.  Each
+chunk is flushed and fsync'ed, so a killed sweep leaves whole rows plus at most one partial
+last line.  On resume the partial line is cut off, every recovered row is checked (column
+count, an integer index inside the grid, numbers in the result columns, no index twice;
+anything else is refused naming the file and line), the indices present are skipped, and
+the rest is appended: no duplicate, no lost row, whatever byte the kill came at.
+
+The hash (:func:`grid_fingerprint`) covers the grid's axes and values, every field of its
+base system and of each ``system`` axis value, the package version and the code of the
+model (:func:`model_code_hash`): rows of another grid, other hardware or another model are
+never resumed into a file.
+
+``.csv`` output: the stream is the file; when the last point is in, the rows are rewritten
+in grid (index) order (to a temporary file, then renamed), the ``#`` lines kept on top.
 
 One writer at a time: the writing process holds an exclusive ``fcntl`` lock
 on ``<stream>.lock`` from the first read to the last write, so a second
@@ -19,18 +28,19 @@ sweep on the same output fails at once (``ValueError``, exit 2 in the CLI).
 A file that is not a sweep output is never written over (unless the caller
 removes it first: the CLI's ``--force``).
 
-``.npz`` output: rows stream to ``FILE.npz.rows.csv`` and the columns (sorted
-by index) are written to ``FILE.npz`` at the end (to a temporary file, then
-renamed), with 0-d string entries ``nuna_jax_version``, ``git_commit`` (of
-the code that wrote the npz; the stream's ``#`` lines name every writer of
-its rows) and ``sweep_magic`` (the grid line); the stream is then removed.
-A rerun on a finished ``.npz`` of the same grid has nothing to do.
+``.npz`` / ``.parquet`` output: rows stream to ``FILE.npz.rows.csv`` (``FILE.parquet.rows.csv``)
+and the typed columns (``sweep.frame``), sorted by index, are written to ``FILE`` at the end
+(to a temporary file, then renamed), with the writer's ``nuna_jax_version``, ``git_commit``
+and ``sweep_magic`` (the grid line): 0-d string entries of the npz, the ``nuna_jax_sweep``
+key (JSON) of the Parquet schema's metadata.  When every point is in, the stream is removed;
+a rerun on a finished output of the same grid has nothing to do.
 """
 
 from __future__ import annotations
 
 import csv
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -40,35 +50,109 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RowWriter", "grid_fingerprint", "read_rows", "read_provenance", "provenance_line", "stream_path"]
+from .frame import text_of as _fmt
+
+__all__ = ["RowWriter", "FORMATS", "grid_fingerprint", "model_code_files", "model_code_hash", "read_rows", "read_provenance",
+           "provenance_line", "stream_path", "check_format"]
 
 
 MAGIC = "# nuna-jax sweep"
 
 
+#: output suffixes (``.parquet`` needs pyarrow: ``pip install 'nuna_jax[data]'``)
+FORMATS = (".csv", ".npz", ".parquet")
+_BINARY = (".npz", ".parquet")
+
+
+def check_format(out) -> None:
+    """``ValueError`` for an output suffix other than :data:`FORMATS`, or ``.parquet`` without pyarrow."""
+    suf = Path(out).suffix
+    if suf not in FORMATS:
+        raise ValueError(f"--out must end in .csv, .npz or .parquet, got {str(out)!r}")
+    if suf == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise ValueError(f"--out {str(out)!r}: writing Parquet needs pyarrow "
+                             "(pip install 'nuna_jax[data]'), or choose .csv / .npz") from None
+
+
+#: parts of the package that cannot change a row: the command line, pictures, the optimizer, the NoC
+#: simulator, the end-to-end model above the collectives, progress bars, provenance
+_NOT_MODEL_DIRS = ("cli", "plots", "optim", "noc", "e2e", "models/llm")
+_NOT_MODEL_FILES = ("__main__.py", "progress.py", "provenance.py", "astra.py")
+
+
+@functools.lru_cache(maxsize=1)
+def model_code_files() -> tuple[str, ...]:
+    """The package's modules a sweep row can depend on (repository paths): every ``nuna_jax`` file but
+    those of :data:`_NOT_MODEL_DIRS` / :data:`_NOT_MODEL_FILES` -- the scenario builder, placement,
+    path model, closed form, simulator, presets, the sweep itself ...  (A directory rule rather than
+    the import graph: conservative, an edit anywhere below the command line stops a resume.)"""
+    pkg = Path(__file__).resolve().parents[1]
+    out = []
+    for f in sorted(pkg.rglob("*.py")):
+        rel = f.relative_to(pkg).as_posix()
+        if rel in _NOT_MODEL_FILES or any(rel.startswith(d + "/") for d in _NOT_MODEL_DIRS):
+            continue
+        out.append(f"nuna_jax/{rel}")
+    return tuple(out)
+
+
+def _code(path: Path) -> str:
+    """A module's code without comments and docstrings (its AST with docstrings dropped)."""
+    import ast
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+@functools.lru_cache(maxsize=1)
+def model_code_hash() -> str:
+    """One hash of the code of :func:`model_code_files`, comments and docstrings left out (an edit of
+    a comment or docstring does not stop a resume; any other edit does)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for f in model_code_files():
+        h.update(f.encode() + b"\0" + _code(root / f).encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def grid_fingerprint(grid) -> str:
-    """A short hash of the grid's axes, values, base system and the package version (a different grid,
-    or rows of another version of the model, cannot resume a file)."""
+    """A short hash of what a row depends on: the grid's axes and values, every field of the base
+    system and of each ``system`` axis value, the package version and the model's code
+    (:func:`model_code_hash`); a file of a different hash is never resumed."""
     from .. import __version__
-    desc = json.dumps({"axes": [[a, list(v)] for a, v in grid.axes], "base": grid.base.summary(),
-                       "nuna_jax_version": __version__}, sort_keys=True, default=str)
+    from ..provenance import system_params
+    from .grid import _load_system
+
+    def params(s):
+        return {**system_params(s), "n_gpus": s.n_gpus}
+    systems = {"base": params(grid.base)}
+    if "system" in grid.names:
+        for v in grid.values("system"):
+            systems[str(v)] = params(_load_system(v))
+    desc = json.dumps({"axes": [[a, list(v)] for a, v in grid.axes], "systems": systems,
+                       "nuna_jax_version": __version__, "model_code": model_code_hash()},
+                      sort_keys=True, default=str)
     return hashlib.sha256(desc.encode()).hexdigest()[:16]
 
 
 def stream_path(out: str | Path) -> Path:
-    """Where rows stream to: ``out`` itself for CSV, ``out + '.rows.csv'`` for ``.npz``."""
+    """Where rows stream to: ``out`` itself for CSV, ``out + '.rows.csv'`` for ``.npz`` / ``.parquet``."""
     out = Path(out)
-    return out.with_name(out.name + ".rows.csv") if out.suffix == ".npz" else out
+    return out.with_name(out.name + ".rows.csv") if out.suffix in _BINARY else out
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, (float, np.floating)):
-        return repr(float(v))
-    if isinstance(v, (np.integer,)):
-        return str(int(v))
-    return str(v)
+def _tmp_path(out: Path) -> Path:
+    """The temporary file a finished output is written to before it is renamed over ``out``."""
+    return out.with_name(out.name + ".tmp" + out.suffix)
 
 
 def provenance_line() -> str:
@@ -107,35 +191,46 @@ def read_rows(path: str | Path) -> tuple[list[str], list[list[str]]]:
 
 
 class RowWriter:
-    """Append-only CSV of sweep rows; ``done`` holds the indices already present.
+    """Append-only stream of sweep rows; ``done`` holds the indices already present.
 
     Only the writing process (``active``) touches the file; every process
-    reads it, so that all of them skip the same points.
+    reads it, so that all of them skip the same points.  ``out=None``: no file
+    at all, the rows are kept in memory (:meth:`columns_in_memory`).
+    ``keep``: also keep this run's rows in memory when there is a file.
     """
 
-    def __init__(self, out: str | Path, columns: list[str], fingerprint: str, n_points: int,
-                 active: bool = True):
-        self.out = Path(out)
-        self.path = stream_path(out)
+    def __init__(self, out: str | Path | None, columns: list[str], fingerprint: str, n_points: int,
+                 active: bool = True, keep: bool = False):
+        self.out = None if out is None else Path(out)
+        self.path = None if out is None else stream_path(out)
         self.columns = list(columns)
         self.active = active
         self.magic = f"# nuna-jax sweep grid={fingerprint} points={n_points}"
         self.done = np.zeros(0, np.int64)
         self.n_points = int(n_points)
+        self.keep = keep or out is None
+        self._mem: list[dict] = []
         self._fh = None
         self._lock = None
-        self._finished = False           # a finished .npz of this grid: nothing to write
+        self._finished = False           # a finished .npz / .parquet of this grid: nothing to write
+        if self.out is None:
+            return
+        check_format(self.out)
         if active:
             self._take_lock()
-        if self.out.suffix == ".npz" and self.out.exists() and not self.path.exists():
-            self.done = self._finished_npz()
+            tmp = _tmp_path(self.out)
+            if tmp.exists():             # a finished file was being renamed into place when a run died
+                tmp.unlink()
+        if self.out.suffix in _BINARY and self.out.exists() and not self.path.exists():
+            self.done = self._finished_binary()
             self._finished = True
             return
         if self.path.exists() and self.path.stat().st_size:
             with self.path.open("rb") as fh:
                 head = fh.read(len(self.magic) + 1)
             if b"\n" not in head and self.magic.encode().startswith(head):
-                self.path.write_bytes(b"")           # killed while writing the first line: start afresh
+                if active:
+                    self.path.write_bytes(b"")       # killed while writing the first line: start afresh
                 return
             first = head.split(b"\n")[0].decode("utf-8", "replace")
             if b"\n" not in head:
@@ -151,14 +246,23 @@ class RowWriter:
     def _take_lock(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = self.path.with_name(self.path.name + ".lock")
-        fh = lock.open("a")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        for _ in range(5):
+            fh = lock.open("a")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                raise ValueError(f"another nuna-jax sweep is writing {self.out} (it holds {lock}); wait for it "
+                                 "or choose another --out") from None
+            try:                 # the holder removes the lock file as it lets go: ours must still be it
+                same = os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._lock = (fh, lock)
+                return
             fh.close()
-            raise ValueError(f"another nuna-jax sweep is writing {self.out} (it holds {lock}); wait for it "
-                             "or choose another --out") from None
-        self._lock = (fh, lock)
+        raise ValueError(f"cannot lock {lock}: another nuna-jax sweep keeps replacing it")
 
     def close_lock(self) -> None:
         if self._lock is not None:
@@ -178,18 +282,27 @@ class RowWriter:
                              "(remove it, choose another --out, or pass --force)")
         if magic != self.magic:
             self.close_lock()
-            raise ValueError(f"{path} holds rows of a different grid or nuna_jax version ({magic!r}); "
-                             "remove it or choose another --out")
+            raise ValueError(f"{path} holds rows of a different grid, system, model or nuna_jax version "
+                             f"({magic!r}); remove it or choose another --out")
 
-    def _finished_npz(self) -> np.ndarray:
-        """Indices of a finished ``.npz`` of this grid (all points); refuse any other file."""
+    def _finished_binary(self) -> np.ndarray:
+        """Indices of a finished ``.npz`` / ``.parquet`` of this grid (all points); refuse any other file."""
+        magic, idx = None, None
         try:
-            with np.load(self.out, allow_pickle=False) as z:
-                magic = str(z["sweep_magic"]) if "sweep_magic" in z.files else None
-                idx = np.asarray(z["index"], np.int64) if "index" in z.files else None
-        except Exception:            # not an npz at all
+            if self.out.suffix == ".npz":
+                with np.load(self.out, allow_pickle=False) as z:
+                    magic = str(z["sweep_magic"]) if "sweep_magic" in z.files else None
+                    idx = np.asarray(z["index"], np.int64) if "index" in z.files else None
+            else:
+                import pyarrow.parquet as pq
+                from .frame import PARQUET_META_KEY
+                meta = pq.read_schema(self.out).metadata or {}
+                if PARQUET_META_KEY in meta:
+                    magic = json.loads(meta[PARQUET_META_KEY]).get("sweep_magic")
+                    idx = np.asarray(pq.read_table(self.out, columns=["index"])["index"].to_numpy(), np.int64)
+        except Exception:            # not an npz / parquet file at all
             magic, idx = None, None
-        self._check_magic(self.out, magic)
+        self._check_magic(self.out, magic if idx is not None else None)
         return np.sort(idx)
 
     def _recovered_indices(self) -> np.ndarray:
@@ -238,7 +351,7 @@ class RowWriter:
     def open(self) -> None:
         """Cut a partial last line, write magic + provenance + header if new (a ``# resumed:`` line when
         other code resumes the file); then rows can be appended."""
-        if not self.active or self._finished:
+        if not self.active or self._finished or self.out is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
@@ -275,7 +388,7 @@ class RowWriter:
         n = len(cols["index"])
         if n == 0:
             return 0
-        if self.active:
+        if self.active and self._fh is not None:
             buf = io.StringIO()
             w = csv.writer(buf, lineterminator="\n")
             series = [cols[c] for c in self.columns]
@@ -283,24 +396,81 @@ class RowWriter:
                 w.writerow([_fmt(s[i]) for s in series])
             self._fh.write(buf.getvalue())
             self._flush()
+        if self.keep:
+            self._mem.append({c: np.asarray(cols[c]) for c in self.columns})
         self.done = np.union1d(self.done, np.asarray(cols["index"], np.int64))
         return n
 
+    def columns_in_memory(self) -> dict:
+        """This run's rows kept in memory (``keep``), column -> array, in the order written."""
+        if not self._mem:
+            return {}
+        return {c: np.concatenate([m[c] for m in self._mem]) for c in self.columns}
+
     def close(self) -> None:
+        """Stop writing; a complete CSV is put in grid order, an ``.npz`` / ``.parquet`` written (its
+        stream removed once complete); the lock is released."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-        if self.active and not self._finished and self.out.suffix == ".npz" and self.path.exists():
+        if self.active and not self._finished and self.out is not None and self.path.exists():
             from ..provenance import provenance
-            header, rows = read_rows(self.path)
-            p = provenance()
-            tmp = self.out.with_name(self.out.name + ".tmp.npz")
-            np.savez(tmp, **to_columns(header, rows), nuna_jax_version=np.asarray(p["nuna_jax_version"]),
-                     git_commit=np.asarray(p["git_commit"] or ""), sweep_magic=np.asarray(self.magic))
-            os.replace(tmp, self.out)
-            if len(rows) == self.n_points:          # finished: the stream has done its job
-                self.path.unlink()
+            if self.out.suffix == ".csv":
+                if len(self.done) == self.n_points:
+                    _sort_csv(self.out)
+            else:
+                from .frame import parse_text_column
+                header, rows = read_rows(self.path)
+                rows.sort(key=lambda r: int(r[0]))
+                cols = {name: parse_text_column([r[k] for r in rows]) for k, name in enumerate(header)}
+                p = provenance()
+                tmp = _tmp_path(self.out)
+                if self.out.suffix == ".npz":
+                    with tmp.open("wb") as fh:
+                        np.savez(fh, **cols, nuna_jax_version=np.asarray(p["nuna_jax_version"]),
+                                 git_commit=np.asarray(p["git_commit"] or ""), sweep_magic=np.asarray(self.magic))
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                else:
+                    _write_parquet(tmp, header, cols, {"sweep_magic": self.magic, "provenance": [p],
+                                                       "stream_provenance": read_provenance(self.path)})
+                os.replace(tmp, self.out)
+                if len(rows) == self.n_points:          # finished: the stream has done its job
+                    self.path.unlink()
         self.close_lock()
+
+
+def _write_parquet(path: Path, header: list[str], cols: dict, meta: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from .frame import PARQUET_META_KEY, frame_from_columns
+    t = pa.Table.from_pandas(frame_from_columns(cols, header), preserve_index=False)
+    t = t.replace_schema_metadata({**(t.schema.metadata or {}), PARQUET_META_KEY: json.dumps(meta).encode()})
+    pq.write_table(t, path)
+
+
+def _sort_csv(path: Path) -> None:
+    """Rewrite a complete sweep CSV with its rows in index order (``#`` lines first, as they were;
+    a temporary file renamed over it: a kill leaves the old file or the new one)."""
+    data = path.read_bytes().decode()
+    lines = data.split("\n")
+    if not data.endswith("\n"):
+        lines = lines[:-1]
+    comments = [ln for ln in lines if ln.startswith("#")]
+    body = [ln for ln in lines if ln and not ln.startswith("#")]
+    if not body:
+        return
+    header, rows = body[0], body[1:]
+    keys = [int(ln.split(",", 1)[0]) for ln in rows]
+    if all(a < b for a, b in zip(keys, keys[1:])):
+        return                                           # in order already
+    rows = [r for _, r in sorted(zip(keys, rows))]
+    tmp = _tmp_path(path)
+    with tmp.open("w", newline="") as fh:
+        fh.write("\n".join(comments + [header] + rows) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def to_columns(header: list[str], rows: list[list[str]]) -> dict:
