@@ -15,9 +15,9 @@ The scenario store is a small content-addressed directory rather than
 an MSCCL file's bytes and the model code (not only arguments a generic memoizer
 sees), the values are NumPy arrays in a NamedTuple, and it adds no dependency.
 A key covers every input of ``scenario.make_scenario`` (every System field,
-exactly; the plan file's bytes; every option; the work-limit factor), the
-package version and a hash of every module's bytes: edited code never reads an
-old entry.  Entries are pickles written atomically; an entry that
+exactly; the plan file's bytes; every option; the work-limit factor) and a hash
+of every module's bytes (the package version included): edited code never
+reads an old entry.  Entries are pickles written atomically; an entry that
 fails to load is deleted and rebuilt.  They are trusted like JAX's compiled
 programs in ``xla/`` (a cache directory that others can write to is unsafe for
 both).  The store keeps at most :data:`SCENARIO_CACHE_BYTES` (oldest entries
@@ -89,15 +89,16 @@ def scenarios_on() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _code_version() -> str:
-    """The package version and a hash of the bytes of every module of the package (a few ms; any
-    edit, comments included, starts a new set of entries: safe, and cheaper than the model hash)."""
-    from . import __version__
+    """A hash of the bytes of every module of the package, ``__init__.py`` and its version string
+    included (a few ms; any edit, comments included, starts a new set of entries: safe, and cheaper
+    than the model hash).  Reads the files, imports nothing: this module stays out of the e2e
+    table's model files but for itself."""
     h = hashlib.sha256()
     pkg = Path(__file__).resolve().parent
     for f in sorted(pkg.rglob("*.py")):
         h.update(str(f.relative_to(pkg)).encode() + b"\0")
         h.update(f.read_bytes() + b"\0")
-    return f"{__version__}:{h.hexdigest()}"
+    return h.hexdigest()
 
 
 def _plain(v):
