@@ -205,13 +205,17 @@ def _plan_path(path) -> Path:
 _CACHE: dict = {}
 
 
-def load_msccl(path: str | Path, size_bytes: int, *, elem_bytes: int = 2) -> Plan:
+def load_msccl(path: str | Path, size_bytes: int, *, elem_bytes: int = 2, limits=None) -> Plan:
     """Read an MSCCL XML file into a Plan for a buffer of ``size_bytes``.
 
     The file is parsed once: a second call with the same (unchanged) file,
-    size and element size returns the same Plan.
+    size and element size returns the same Plan.  The file's size is checked
+    before it is read (``limits``, default :func:`limits.active`: ``file_bytes``,
+    16 MiB; ``WorkLimitError``).
     """
+    from .limits import active
     p = _plan_path(path)
+    active(limits).check_file(p, "MSCCL plan file")
     st = os.stat(p)
     key = (str(p.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, int(size_bytes), int(elem_bytes))
     if key in _CACHE:

@@ -165,3 +165,21 @@ def test_the_cli_parses_a_plan_file_once(monkeypatch, capsys):
     assert main(["place", "--plan", str(DATA / "ag3_ring.xml"), "--size", "3kB", "--json"]) == 0
     assert len(calls) == 1
     assert msccl_gpus(DATA / "ag3_ring.xml") == 3 and len(calls) == 1  # header only, no full parse
+
+
+def test_load_msccl_checks_the_file_size_before_reading(tmp_path, monkeypatch):
+    """A library call refuses a file over the file_bytes limit without reading it (WorkLimitError)."""
+    from pathlib import Path as _P
+
+    from nuna_jax.limits import Limits, WorkLimitError
+    from nuna_jax.msccl import load_msccl
+    big = tmp_path / "big.xml"
+    with open(big, "wb") as f:
+        f.truncate((1 << 24) + 1)           # 16 MiB + 1 B, sparse
+    read = []
+    monkeypatch.setattr(_P, "read_bytes", lambda self: read.append(self) or b"")
+    with pytest.raises(WorkLimitError, match="file bytes"):
+        load_msccl(big, 1 << 20)
+    with pytest.raises(WorkLimitError, match="file bytes"):
+        load_msccl(big, 1 << 20, limits=Limits(0.5))
+    assert read == []
