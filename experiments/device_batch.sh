@@ -14,10 +14,10 @@ run() { local name=$1; shift; ( timeout "$LIMIT" "$@" > "$OUT/log/$name.txt" 2>&
 for job in $1; do
   case $job in
     table)   # two halves at once: 2-16 GPUs on CPU processes, 32 and 64 GPUs with the path model on the GPU
-      run table_small python -m nuna_jax.models.llm.collective_table --jobs "$TABLE_JOBS" --groups 2,4,8,16 \
+      run table_small python -m nuna_jax.e2e.llm.collective_table --jobs "$TABLE_JOBS" --groups 2,4,8,16 \
           --partial results/p_small.json --out results/t_small.json --keep-partial
       run table_large env JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false \
-          python -m nuna_jax.models.llm.collective_table --jobs "${TABLE_GPU_JOBS:-5}" --groups 32,64 \
+          python -m nuna_jax.e2e.llm.collective_table --jobs "${TABLE_GPU_JOBS:-5}" --groups 32,64 \
           --partial results/p_large.json --out results/t_large.json --keep-partial ;;
     fig9) run fig9 python experiments/fig9_speedup.py --jobs "${FIG9_JOBS:-4}" ;;
     fig13) run fig13 python experiments/fig13_nar_granularity.py ;;
@@ -32,8 +32,8 @@ wait
 if [ -f results/t_small.json ] && [ -f results/t_large.json ]; then   # both halves done: seal the full table
   python experiments/merge_table_partials.py --part 2,4,8,16:results/p_small.json \
       --part 32,64:results/p_large.json --out results/table_partial.json > "$OUT/log/merge.txt" 2>&1 &&
-  python -m nuna_jax.models.llm.collective_table --partial results/table_partial.json >> "$OUT/log/merge.txt" 2>&1
+  python -m nuna_jax.e2e.llm.collective_table --partial results/table_partial.json >> "$OUT/log/merge.txt" 2>&1
 fi
 nproc > "$OUT/log/host.txt"; date -u >> "$OUT/log/host.txt"
-tar czf "$OUT/batch.tgz" results experiments/out benchmarks/out nuna_jax/models/llm/data/table2_collectives.json "$OUT/log" 2>/dev/null
+tar czf "$OUT/batch.tgz" results experiments/out benchmarks/out nuna_jax/e2e/llm/data/table2_collectives.json "$OUT/log" 2>/dev/null
 tail -n 3 "$OUT"/log/*.txt
