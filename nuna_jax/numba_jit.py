@@ -15,10 +15,15 @@ try:
 
     HAVE_NUMBA = True
     jit = _numba.njit(cache=True, nogil=True)
+    #: the same, inlined into its callers at numba's IR level (small helpers of a hot loop: a call
+    #: would pass every array argument as a struct and count references)
+    jit_inline = _numba.njit(cache=True, nogil=True, inline="always")
 except Exception:  # pragma: no cover - exercised only without numba
     HAVE_NUMBA = False
 
     def jit(f):
         return f
 
-__all__ = ["HAVE_NUMBA", "jit"]
+    jit_inline = jit
+
+__all__ = ["HAVE_NUMBA", "jit", "jit_inline"]

@@ -13,8 +13,8 @@ from .result import SimResult, SimulationError
 __all__ = ["run_fast", "time_bound_ps"]
 
 _I64_MAX = np.iinfo(np.int64).max
-CAL_BUCKET_PS = 250       # calendar queue: 250 ps buckets ...
-CAL_BUCKETS = 32768       # ... over an 8.192 us ring (later events wait in an overflow heap)
+CAL_BUCKET_PS = 256       # calendar queue: 256 ps buckets ...
+CAL_BUCKETS = 32768       # ... over an 8.389 us ring (later events wait in an overflow heap); both powers of two
 
 
 def id_bits(prog: Program) -> int:
@@ -158,28 +158,43 @@ def _uncontended_numpy(prog: Program, used) -> np.ndarray:
 
 
 def pack(prog: Program, merge=True):
-    """The kernel's packed arrays: seg_tab [Q, W + 1, 4] = (local resource, svc, lat, merged),
-    seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N, 2].  ``merged`` marks
-    stages done in the event of the stage before (:func:`uncontended_stages`);
-    the extra zero column ends every row."""
+    """The kernel's packed tables ``(stg, smark, flow_tab)``.
+
+    ``stg [E + 1, 4]`` (int32 when every value fits, else int64): the stages of every segment
+    row one after the other, ``(local resource, svc ps, lat ps, flags)``, flags
+    ``F_MERGED`` (the stage is done in the event of the stage before,
+    :func:`uncontended_stages`), ``F_LAST`` (the row's last stage), ``F_MARK`` (the store is
+    issued at this stage's start + ``smark[e]`` ps); one zero row at the end.
+    ``flow_tab [L, 1 + 2 MAX_SEG]`` int32: ``(n segments, e0, off0, e1, off1, ...)``, the first
+    stage ``e`` of each segment row and its resource offset.  A flat table of ~16 B per stage
+    keeps an event's stage reads in cache (a padded ``[Q, W]`` table of 32 B cells was 10 MB
+    at 64 GPUs)."""
+    from .kernel import F_LAST, F_MARK, F_MERGED
     q_n, w = prog.seg_res.shape
-    seg_tab = np.zeros((max(q_n, 1), w + 1, 4), np.int64)
-    seg_tab[:q_n, :w, 0] = prog.seg_res
-    seg_tab[:q_n, :w, 1] = prog.seg_svc
-    seg_tab[:q_n, :w, 2] = prog.seg_lat
+    lens = prog.seg_len.astype(np.int64)
+    start = np.cumsum(lens) - lens
+    e_n = int(lens.sum())
+    kk = np.arange(w)[None, :]
+    valid = kk < lens[:, None]
+    flags = np.where(kk == lens[:, None] - 1, F_LAST, 0) | np.where(kk == prog.seg_mark.astype(np.int64)[:, None],
+                                                                   F_MARK, 0)
     if merge:
-        seg_tab[:q_n, :w, 3] = uncontended_stages(prog)
-    seg_info = np.zeros((max(q_n, 1), 3), np.int64)
-    seg_info[:q_n] = np.stack([prog.seg_len.astype(np.int64), prog.seg_mark.astype(np.int64), prog.seg_mark_off],
-                              axis=1)
+        flags = flags | np.where(uncontended_stages(prog), F_MERGED, 0)
+    cols = [prog.seg_res.astype(np.int64), prog.seg_svc.astype(np.int64), prog.seg_lat.astype(np.int64), flags]
+    big = any(int(np.abs(c[valid]).max(initial=0)) >= 2**31 for c in cols)
+    stg = np.zeros((e_n + 1, 4), np.int64 if big else np.int32)
+    for j, c in enumerate(cols):
+        stg[:e_n, j] = c[valid]
+    smark = np.zeros(e_n + 1, np.int64)
+    mk = np.flatnonzero(prog.seg_mark >= 0)
+    smark[start[mk] + prog.seg_mark[mk].astype(np.int64)] = prog.seg_mark_off[mk]
     L, m = prog.flow_seg.shape
     flow_tab = np.empty((L, 1 + 2 * m), np.int32)
     flow_tab[:, 0] = prog.flow_nseg
-    flow_tab[:, 1::2] = prog.flow_seg
+    fs = prog.flow_seg.astype(np.int64)
+    flow_tab[:, 1::2] = np.where(fs >= 0, start[np.maximum(fs, 0)] if q_n else 0, -1)
     flow_tab[:, 2::2] = prog.flow_off
-    fstate = np.zeros((prog.flit_flow.shape[0], 2), np.int64)
-    fstate[:, 0] = prog.flit_flow.astype(np.int64) << 32
-    return seg_tab, seg_info, flow_tab, fstate
+    return stg, smark, flow_tab
 
 
 def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000,
@@ -201,7 +216,10 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     n = prog.n_flits
     n_iss = prog.iss_start.shape[0]
     n_ph = prog.phase_total.shape[0]
-    heap = np.zeros(n + n_iss + 1, np.int64)
+    p_max = n + n_iss + 1                  # pending events at once: one per flit and per issuer at most
+    nb, dw = int(CAL_BUCKETS), int(CAL_BUCKET_PS)
+    if nb < 1 or dw < 1 or nb & (nb - 1) or dw & (dw - 1):
+        raise ValueError(f"calendar: CAL_BUCKETS ({nb}) and CAL_BUCKET_PS ({dw}) must be powers of two")
     scal = np.zeros(event_loop.STATE_LEN, np.int64)
     scal[event_loop.S_MAXT] = time_bound_ps(prog, max_time_ps)
     scal[event_loop.S_BITS] = id_bits(prog)
@@ -209,17 +227,30 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     n_traffic_flits = int(np.sum(prog.flit_flow < prog.n_traffic_flows))
     early = bool(stop_after_traffic) and n_traffic_flits < n
     scal[event_loop.S_TSTOP] = n_traffic_flits if early and n_traffic_flits > 0 else -1
-    # every issuer tries to issue at t = 0, in issuer order (a sorted array is a valid heap)
-    heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
-    scal[event_loop.S_HEAP] = n_iss
-    ovf = np.zeros(n + n_iss + 1, np.int64)
-    head = np.full(CAL_BUCKETS, -1, np.int64)
-    qlink = np.full((n + n_iss, 2), -1, np.int64)
-    scal[event_loop.S_DW] = CAL_BUCKET_PS
-    scal[event_loop.S_NB] = CAL_BUCKETS
+    # event records (key, state, where); np.empty: only what the run uses is ever touched
+    heap = np.empty((p_max, 3), np.int64)      # the current bucket's heap
+    ovf = np.empty((p_max, 3), np.int64)       # overflow heap (beyond the ring)
+    cur = np.empty((p_max, 3), np.int64)       # the current bucket's sorted run
+    lk = np.empty(dw + 1, np.int64)            # counting-sort scratch
+    # ring of nb buckets, each a list of blocks of BLOCK records: at most one partly filled block a bucket
+    n_blocks = (p_max + event_loop.BLOCK - 1) // event_loop.BLOCK + nb + 1
+    bhead = np.full(nb, -1, np.int64)
+    btail = np.full(nb, -1, np.int64)
+    bfill = np.zeros(nb, np.int64)
+    bnext = np.empty(n_blocks, np.int64)
+    brec = np.empty((n_blocks * event_loop.BLOCK, 3), np.int64)
+    # every issuer tries to issue at t = 0, in issuer order: the first current run
+    cur[:n_iss, 0] = np.arange(n_iss, dtype=np.int64) + n
+    cur[:n_iss, 1:] = 0
+    scal[event_loop.S_CUR] = 0
+    scal[event_loop.S_CURN] = n_iss
+    scal[event_loop.S_FREE] = -1
+    scal[event_loop.S_DW] = dw
+    scal[event_loop.S_NB] = nb
+    scal[event_loop.S_DWB] = dw.bit_length() - 1
     scal[event_loop.S_RECT] = -1
     rec = np.zeros((max(0, int(trace_services)), 4), np.int64)
-    seg_tab, seg_info, flow_tab, fstate = pack(prog, merge)
+    stg, smark, flow_tab = pack(prog, merge)
     res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
     out = np.zeros(n_iss, np.int64)
@@ -231,13 +262,15 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     issue_ps = np.full(n, -1, np.int64)
     deliver_ps = np.full(n, -1, np.int64)
     store_ps = np.full(n, -1, np.int64)
+    flit_flow = np.ascontiguousarray(prog.flit_flow, np.int32)
     bar = _Progress(n, progress)
 
     def chunk(budget):
-        return event_loop.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
+        return event_loop.run_chunk(stg, smark, flow_tab, flit_flow, prog.flit_phase, prog.flit_issuer,
                                     prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
-                                    heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
-                                    issue_ps, deliver_ps, store_ps, rec, np.int64(budget))
+                                    heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state,
+                                    ptr, out, wait, pdone, popen, issue_ps, deliver_ps, store_ps, rec,
+                                    np.int64(budget))
     chunk(0)                       # processes no event: loads (or compiles) the loop outside loop_s
     t_loop = time.perf_counter()
     while True:
