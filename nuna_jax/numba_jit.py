@@ -15,15 +15,18 @@ try:
 
     HAVE_NUMBA = True
     jit = _numba.njit(cache=True, nogil=True)
-    #: the same, inlined into its callers at numba's IR level (small helpers of a hot loop: a call
-    #: would pass every array argument as a struct and count references)
-    jit_inline = _numba.njit(cache=True, nogil=True, inline="always")
+    #: for hot loops over arrays the caller allocates: no reference counting (numba's runtime off:
+    #: every array argument of a call would otherwise cost an atomic increment and decrement; such
+    #: a function allocates no array), and ``jit_inline`` for its small helpers, inlined at
+    #: numba's IR level
+    jit_loop = _numba.njit(cache=True, nogil=True, _nrt=False)
+    jit_inline = _numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 except Exception:  # pragma: no cover - exercised only without numba
     HAVE_NUMBA = False
 
     def jit(f):
         return f
 
-    jit_inline = jit
+    jit_loop = jit_inline = jit
 
-__all__ = ["HAVE_NUMBA", "jit", "jit_inline"]
+__all__ = ["HAVE_NUMBA", "jit", "jit_loop", "jit_inline"]

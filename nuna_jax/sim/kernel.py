@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 
-from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
+from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_loop as _jit_loop  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS",
            "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB", "S_RECN", "S_RECT",
@@ -134,7 +134,7 @@ def _insert(key, s, w, b, lo, dw, nb, heap, hn, ovf, on, ringn, bhead, btail, bf
     return hn, on, ringn
 
 
-@_jit
+@_jit_loop
 def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec, cur, lk, scal):
     """Make the next non-empty bucket current: its records, sorted by key, become the current run
     ``cur[:m]``.  Returns ``(lo, m, on, ringn)``; ``m == 0`` only if the queue is empty."""
@@ -221,7 +221,7 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
     return lo, m, on, ringn
 
 
-@_jit
+@_jit_loop
 def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
               iss_end, iss_res, phase_total, window,
               heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state, ptr, out, wait, pdone, popen,
