@@ -158,15 +158,19 @@ def _uncontended_numpy(prog: Program, used) -> np.ndarray:
 
 
 def pack(prog: Program, merge=True):
-    """The kernel's packed tables ``(stg, smark, flow_tab)``.
+    """The kernel's packed tables ``(stg, smark, flow_row)``.
 
     ``stg [E + 1, 4]`` (int32 when every value fits, else int64): the stages of every segment
     row one after the other, ``(local resource, svc ps, lat ps, flags)``, flags
     ``F_MERGED`` (the stage is done in the event of the stage before,
     :func:`uncontended_stages`), ``F_LAST`` (the row's last stage), ``F_MARK`` (the store is
     issued at this stage's start + ``smark[e]`` ps); one zero row at the end.
-    ``flow_tab [L, 1 + 2 MAX_SEG]`` int32: ``(n segments, e0, off0, e1, off1, ...)``, the first
-    stage ``e`` of each segment row and its resource offset.  A flat table of ~16 B per stage
+    ``flow_row [L, 16]`` int32, one 64 B cache line per flow (the only per-flow memory an event
+    reads, at issue and at each segment change): ``(n segments, e0 .. e4, side bits, src offset,
+    dst offset, issuer, phase, 0 ...)``: the first stage ``e`` of each segment, bit ``q`` set when
+    segment ``q`` uses the destination GPU's resource offset, the issuer index and the flow's
+    phase (-1: background).  Segments here are the program's segment rows joined while on one
+    GPU after the read leg (read leg; store leg + egress port; ingress port + delivery leg).  A flat table of ~16 B per stage
     keeps an event's stage reads in cache (a padded ``[Q, W]`` table of 32 B cells was 10 MB
     at 64 GPUs)."""
     from .kernel import F_LAST, F_MARK, F_MERGED
@@ -181,20 +185,85 @@ def pack(prog: Program, merge=True):
     if merge:
         flags = flags | np.where(uncontended_stages(prog), F_MERGED, 0)
     cols = [prog.seg_res.astype(np.int64), prog.seg_svc.astype(np.int64), prog.seg_lat.astype(np.int64), flags]
-    big = any(int(np.abs(c[valid]).max(initial=0)) >= 2**31 for c in cols)
-    stg = np.zeros((e_n + 1, 4), np.int64 if big else np.int32)
-    for j, c in enumerate(cols):
-        stg[:e_n, j] = c[valid]
-    smark = np.zeros(e_n + 1, np.int64)
+    old = np.stack([c[valid] for c in cols], axis=1)        # [e_n, 4]: every row's stages, row after row
+    old_mark = np.zeros(e_n, np.int64)
     mk = np.flatnonzero(prog.seg_mark >= 0)
-    smark[start[mk] + prog.seg_mark[mk].astype(np.int64)] = prog.seg_mark_off[mk]
+    old_mark[start[mk] + prog.seg_mark[mk].astype(np.int64)] = prog.seg_mark_off[mk]
     L, m = prog.flow_seg.shape
-    flow_tab = np.empty((L, 1 + 2 * m), np.int32)
-    flow_tab[:, 0] = prog.flow_nseg
     fs = prog.flow_seg.astype(np.int64)
-    flow_tab[:, 1::2] = np.where(fs >= 0, start[np.maximum(fs, 0)] if q_n else 0, -1)
-    flow_tab[:, 2::2] = prog.flow_off
-    return stg, smark, flow_tab
+    fo = prog.flow_off.astype(np.int64)
+    nseg = prog.flow_nseg.astype(np.int64)
+    qq = np.arange(m)[None, :]
+    used = qq < nseg[:, None]
+    # super rows: segment 0 (the read leg) alone, then consecutive segments on the same GPU joined
+    # (store leg + egress port; ingress port + delivery leg): two segment changes a flit, not four,
+    # and as many rows as the longer of the joined ones had (the egress row follows from the
+    # to-port row, the ingress row from the delivery row)
+    grp = np.zeros((L, m), np.int64)
+    pos = np.zeros((L, m), np.int64)
+    for q in range(1, m):
+        new_g = (q == 1) | (fo[:, q] != fo[:, q - 1])
+        grp[:, q] = grp[:, q - 1] + new_g
+        pos[:, q] = np.where(new_g, 0, pos[:, q - 1] + 1)
+    n_g = int(grp[used].max(initial=0)) + 1
+    if n_g > 5:
+        raise ValueError(f"flow_row holds at most 5 segments, a flow has {n_g}")
+    key = np.full((L * n_g, m), -1, np.int64)
+    fl_i, q_i = np.nonzero(used)
+    key[fl_i * n_g + grp[fl_i, q_i], pos[fl_i, q_i]] = fs[fl_i, q_i]
+    g_used = key[:, 0] >= 0
+    parts = int(pos[used].max(initial=0)) + 1
+    key = key[:, :parts]
+    if (q_n + 1) ** parts < 2**62:                      # one int64 per tuple: a fast 1-D unique
+        code = ((key[g_used] + 1) * ((q_n + 1) ** np.arange(parts))[None, :]).sum(axis=1)
+        ucode, inv = np.unique(code, return_inverse=True)
+        uk = (ucode[:, None] // ((q_n + 1) ** np.arange(parts))[None, :]) % (q_n + 1) - 1
+    else:
+        uk, inv = np.unique(key[g_used], axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    # the stages of every super row: its rows' stages one after the other
+    part_len = np.where(uk >= 0, lens[np.maximum(uk, 0)], 0)          # [U, m]
+    part_start = start[np.maximum(uk, 0)]
+    row_len = part_len.sum(axis=1)
+    new_start = np.cumsum(row_len) - row_len
+    e_new = int(row_len.sum())
+    pl = part_len.reshape(-1)
+    src0 = np.repeat(part_start.reshape(-1), pl)
+    within = np.arange(e_new) - np.repeat(np.cumsum(pl) - pl, pl)
+    idx = src0 + within                                               # old stage of each new stage
+    big = any(int(np.abs(old[:, j]).max(initial=0)) >= 2**31 for j in range(3))
+    stg = np.zeros((e_new + 1, 4), np.int64 if big else np.int32)
+    stg[:e_new] = old[idx]
+    stg[:e_new, 3] &= ~F_LAST
+    stg[new_start + row_len - 1, 3] |= F_LAST
+    smark = np.zeros(e_new + 1, np.int64)
+    smark[:e_new] = old_mark[idx]
+    g_row = np.full(L * n_g, -1, np.int64)
+    g_row[g_used] = inv
+    g_row = g_row.reshape(L, n_g)
+    g_off = np.zeros((L, n_g), np.int64)
+    g_off[fl_i, grp[fl_i, q_i]] = fo[fl_i, q_i]
+    g_n = (g_row >= 0).sum(axis=1)
+    buf = np.zeros(L * 16 + 16, np.int32)                 # rows aligned to 64 B
+    a0 = (-buf.ctypes.data % 64) // 4
+    flow_row = buf[a0:a0 + L * 16].reshape(L, 16)
+    o_src = fo[:, 0]
+    o_dst = g_off[np.arange(L), np.maximum(g_n - 1, 0)]
+    gg = np.arange(n_g)[None, :]
+    g_in = gg < g_n[:, None]
+    side = g_in & (g_off != o_src[:, None])
+    if np.any(g_in & (g_off != o_src[:, None]) & (g_off != o_dst[:, None])):
+        raise ValueError("a flow's segment offsets are not its source's or destination's")
+    flow_row[:, 0] = g_n
+    flow_row[:, 1:1 + n_g] = np.where(g_in, new_start[np.maximum(g_row, 0)] if uk.shape[0] else 0, -1)
+    flow_row[:, 6] = (side * (1 << gg)).sum(axis=1)
+    flow_row[:, 7] = o_src
+    flow_row[:, 8] = o_dst
+    flow_row[:, 9] = -1
+    flow_row[:, 10] = -1
+    flow_row[prog.flit_flow, 9] = prog.flit_issuer          # a flow's flits share its issuer and phase
+    flow_row[prog.flit_flow, 10] = prog.flit_phase
+    return stg, smark, flow_row
 
 
 def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000,
@@ -216,6 +285,8 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     n = prog.n_flits
     n_iss = prog.iss_start.shape[0]
     n_ph = prog.phase_total.shape[0]
+    if n_ph + 1 >= 1 << 24:
+        raise ValueError(f"the fast engine takes at most {2**24 - 2} phases, the program has {n_ph}")
     p_max = n + n_iss + 1                  # pending events at once: one per flit and per issuer at most
     nb, dw = int(CAL_BUCKETS), int(CAL_BUCKET_PS)
     if nb < 1 or dw < 1 or nb & (nb - 1) or dw & (dw - 1):
@@ -250,7 +321,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     scal[event_loop.S_DWB] = dw.bit_length() - 1
     scal[event_loop.S_RECT] = -1
     rec = np.zeros((max(0, int(trace_services)), 4), np.int64)
-    stg, smark, flow_tab = pack(prog, merge)
+    stg, smark, flow_row = pack(prog, merge)
     res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
     out = np.zeros(n_iss, np.int64)
@@ -266,19 +337,21 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     bar = _Progress(n, progress)
 
     def chunk(budget):
-        return event_loop.run_chunk(stg, smark, flow_tab, flit_flow, prog.flit_phase, prog.flit_issuer,
+        return event_loop.run_chunk(stg, smark, flow_row, flit_flow, prog.flit_phase,
                                     prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
                                     heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state,
                                     ptr, out, wait, pdone, popen, issue_ps, deliver_ps, store_ps, rec,
                                     np.int64(budget))
     chunk(0)                       # processes no event: loads (or compiles) the loop outside loop_s
     t_loop = time.perf_counter()
+    c_loop = time.thread_time()
     while True:
         finished = chunk(chunk_events)
         bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]))
         if finished:
             break
     loop_s = time.perf_counter() - t_loop
+    loop_cpu_s = time.thread_time() - c_loop
     bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]), force=True)
     bar.close()
     if scal[event_loop.S_ERR]:
@@ -299,7 +372,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps,
                      prog.flit_flow, res_state[:, 1].copy(), int(scal[event_loop.S_INJ]), int(scal[event_loop.S_DEL]), int(scal[event_loop.S_HOPS]),
                      prog.n_traffic_flows, "fast-numba" if event_loop.HAVE_NUMBA else "fast-python",
-                     time.perf_counter() - t0, not early, loop_s, trace)
+                     time.perf_counter() - t0, not early, loop_s, trace, loop_cpu_s)
 
 
 def check_complete(injected: int, delivered: int, n: int, deliver_ps) -> None:

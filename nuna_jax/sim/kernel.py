@@ -45,8 +45,10 @@ S_RECN, S_RECT = 16, 17   # trace: services recorded; time of the first service 
 S_CUR, S_CURN, S_FREE, S_BUMP, S_DWB = 18, 19, 20, 21, 22   # current run cursor / length, free block list,
 #                                                             blocks ever used, log2 dw
 STATE_LEN = 23
-BLOCK = 16                # records per bucket block
+BLOCK = 32                # records per bucket block
 F_MERGED, F_LAST, F_MARK = 1, 2, 4   # stage flags (stg[e, 3])
+ST_LAST = 1 << 62         # an event's state on the flit's last segment: ST_LAST | traffic << 61 | issuer << 24 | phase + 1
+ISS_MASK = (1 << 37) - 1  # issuer bits of that state (phase + 1 < 2**24, checked by fast.run_fast)
 
 
 @_jit_inline
@@ -222,7 +224,7 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
 
 
 @_jit_loop
-def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
+def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
               iss_end, iss_res, phase_total, window,
               heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state, ptr, out, wait, pdone, popen,
               issue_ps, deliver_ps, store_ps, rec, budget):
@@ -232,8 +234,8 @@ def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
     lat, flags)``, every segment row's stages one after the other (``flags``: ``F_MERGED``, the
     stage never waits and is done in the event of the stage before; ``F_LAST``, the row's last
     stage; ``F_MARK``, the store issue is at this stage's start + ``smark[e]``);
-    ``flow_tab[fl] = (n segments, e0, off0, e1, off1, ...)`` (first stage and resource offset
-    of each segment); an event record ``(key, state, where)``: ``state = flow << 8 | segment``,
+    ``flow_row[fl] = (n segments, e0 .. e4, side bits, src offset, dst offset, issuer, phase)``
+    (first stage of each segment; bit ``q``: segment ``q`` is on the destination GPU); an event record ``(key, state, where)``: ``state = flow << 8 | segment``,
     ``where = e << 32 | offset`` (the stage the flit reaches next; ``-1``: its delivery comes
     next); ``res_state[r] = (free time, busy time)``.
     Queue: ``heap`` (current bucket, ``scal[S_HEAP]`` records), ``cur`` (the current bucket's
@@ -316,7 +318,8 @@ def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
                 wait[i] = 2                                # window full
                 continue
             fl = np.int64(flit_flow[f])
-            e = np.int64(flow_tab[fl, 1])
+            e = np.int64(flow_row[fl, 1])
+            sides = flow_row[fl, 6]
             svc = np.int64(stg[e, 1])
             fg = stg[e, 3]
             r = iss_res[i]
@@ -337,14 +340,17 @@ def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
             hops += 1
             if fg & F_MARK:
                 store_ps[f] = t + smark[e]
+            nseg = flow_row[fl, 0]
+            # on its last segment a flit's state is what its delivery needs (no per-flow read then)
+            last = ST_LAST | (np.int64(fl < ntf) << 61) | (np.int64(i) << 24) | (ph + 1)
             if fg & F_LAST == 0:                           # next: stage 1 of segment 0
-                nst = fl << 8
-                nwh = ((e + 1) << 32) | flow_tab[fl, 2]
-            elif flow_tab[fl, 0] > 1:                      # next: segment 1
-                nst = (fl << 8) | 1
-                nwh = (np.int64(flow_tab[fl, 3]) << 32) | flow_tab[fl, 4]
+                nst = last if nseg == 1 else fl << 8
+                nwh = ((e + 1) << 32) | flow_row[fl, 7 + (sides & 1)]
+            elif nseg > 1:                                 # next: segment 1
+                nst = last if nseg == 2 else (fl << 8) | 1
+                nwh = (np.int64(flow_row[fl, 2]) << 32) | flow_row[fl, 7 + ((sides >> 1) & 1)]
             else:                                          # next: delivery
-                nst = (fl << 8) | 1
+                nst = last
                 nwh = np.int64(-1)
             nxt = t + svc + stg[e, 2]
             if nxt > maxt:
@@ -357,16 +363,16 @@ def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
             continue
         f = ident
         fl = st >> 8
-        if where < 0:                                      # delivery
+        if where < 0:                                      # delivery (st: ST_LAST | traffic | issuer | phase + 1)
             deliver_ps[f] = t
             dlv += 1
-            i = flit_issuer[f]
+            i = (st >> 24) & ISS_MASK
             out[i] -= 1
             if wait[i] == 2:
                 wait[i] = 0
                 hn, on, ringn = _insert((t << b) + n_fl + i, 0, 0, b, lo, dw, nb, heap, hn, ovf, on, ringn,
                                         bhead, btail, bfill, bnext, brec, scal)
-            ph = flit_phase[f]
+            ph = (st & 0xFFFFFF) - 1
             if ph >= 0:
                 pdone[ph] += 1
                 if pdone[ph] == phase_total[ph] and ph + 1 < phase_total.shape[0]:
@@ -376,7 +382,7 @@ def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
                             wait[j] = 0
                             hn, on, ringn = _insert((t << b) + n_fl + j, 0, 0, b, lo, dw, nb, heap, hn, ovf, on,
                                                     ringn, bhead, btail, bfill, bnext, brec, scal)
-            if fl < ntf:
+            if (st >> 61) & 1:
                 tdel += 1
                 if tdel == tstop:                          # optional early stop (background left)
                     stopped = 1
@@ -431,13 +437,17 @@ def run_chunk(stg, smark, flow_tab, flit_flow, flit_phase, flit_issuer,
         if fg & F_LAST == 0:
             nst = st
             nwh = ((e + 1) << 32) | off
+        elif st & ST_LAST:                                 # last segment done: delivery next
+            nst = st
+            nwh = np.int64(-1)
         else:                                              # segment done: load the next one
             q = (st & 0xFF) + 1
-            nst = (fl << 8) | q
-            if q < flow_tab[fl, 0]:
-                nwh = (np.int64(flow_tab[fl, 1 + 2 * q]) << 32) | flow_tab[fl, 2 + 2 * q]
+            nwh = (np.int64(flow_row[fl, 1 + q]) << 32) | flow_row[fl, 7 + ((flow_row[fl, 6] >> q) & 1)]
+            if q + 1 == flow_row[fl, 0]:                   # entering the last segment
+                nst = ST_LAST | (np.int64(fl < ntf) << 61) | (np.int64(flow_row[fl, 9]) << 24) | \
+                    (flow_row[fl, 10] + 1)
             else:
-                nwh = np.int64(-1)
+                nst = (fl << 8) | q
         hn, on, ringn = _insert((nxt << b) + f, nst, nwh, b, lo, dw, nb, heap, hn, ovf, on, ringn,
                                 bhead, btail, bfill, bnext, brec, scal)
     scal[S_HEAP] = hn
