@@ -190,38 +190,19 @@ def pack(prog: Program, merge=True):
     mk = np.flatnonzero(prog.seg_mark >= 0)
     old_mark[start[mk] + prog.seg_mark[mk].astype(np.int64)] = prog.seg_mark_off[mk]
     L, m = prog.flow_seg.shape
-    fs = prog.flow_seg.astype(np.int64)
-    fo = prog.flow_off.astype(np.int64)
-    nseg = prog.flow_nseg.astype(np.int64)
-    qq = np.arange(m)[None, :]
-    used = qq < nseg[:, None]
     # super rows: segment 0 (the read leg) alone, then consecutive segments on the same GPU joined
     # (store leg + egress port; ingress port + delivery leg): two segment changes a flit, not four,
-    # and as many rows as the longer of the joined ones had (the egress row follows from the
-    # to-port row, the ingress row from the delivery row)
-    grp = np.zeros((L, m), np.int64)
-    pos = np.zeros((L, m), np.int64)
-    for q in range(1, m):
-        new_g = (q == 1) | (fo[:, q] != fo[:, q - 1])
-        grp[:, q] = grp[:, q - 1] + new_g
-        pos[:, q] = np.where(new_g, 0, pos[:, q - 1] + 1)
-    n_g = int(grp[used].max(initial=0)) + 1
+    # and no more rows (the egress row follows from the to-port row, the ingress row from the
+    # delivery row; if some row did not determine its group, segments stay apart)
+    fs = np.ascontiguousarray(prog.flow_seg, np.int64)
+    fo = np.ascontiguousarray(prog.flow_off, np.int64)
+    nseg = np.ascontiguousarray(prog.flow_nseg, np.int64)
+    uk, g_first, g_off, g_n, ok = event_loop.flow_groups(fs, fo, nseg, np.int64(q_n), np.int64(1))
+    if not ok:
+        uk, g_first, g_off, g_n, ok = event_loop.flow_groups(fs, fo, nseg, np.int64(q_n), np.int64(0))
+    n_g = int(g_n.max(initial=0))
     if n_g > 5:
         raise ValueError(f"flow_row holds at most 5 segments, a flow has {n_g}")
-    key = np.full((L * n_g, m), -1, np.int64)
-    fl_i, q_i = np.nonzero(used)
-    key[fl_i * n_g + grp[fl_i, q_i], pos[fl_i, q_i]] = fs[fl_i, q_i]
-    g_used = key[:, 0] >= 0
-    parts = int(pos[used].max(initial=0)) + 1
-    key = key[:, :parts]
-    if (q_n + 1) ** parts < 2**62:                      # one int64 per tuple: a fast 1-D unique
-        code = ((key[g_used] + 1) * ((q_n + 1) ** np.arange(parts))[None, :]).sum(axis=1)
-        ucode, inv = np.unique(code, return_inverse=True)
-        uk = (ucode[:, None] // ((q_n + 1) ** np.arange(parts))[None, :]) % (q_n + 1) - 1
-    else:
-        uk, inv = np.unique(key[g_used], axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    # the stages of every super row: its rows' stages one after the other
     part_len = np.where(uk >= 0, lens[np.maximum(uk, 0)], 0)          # [U, m]
     part_start = start[np.maximum(uk, 0)]
     row_len = part_len.sum(axis=1)
@@ -238,25 +219,20 @@ def pack(prog: Program, merge=True):
     stg[new_start + row_len - 1, 3] |= F_LAST
     smark = np.zeros(e_new + 1, np.int64)
     smark[:e_new] = old_mark[idx]
-    g_row = np.full(L * n_g, -1, np.int64)
-    g_row[g_used] = inv
-    g_row = g_row.reshape(L, n_g)
-    g_off = np.zeros((L, n_g), np.int64)
-    g_off[fl_i, grp[fl_i, q_i]] = fo[fl_i, q_i]
-    g_n = (g_row >= 0).sum(axis=1)
+    head_start = new_start
     buf = np.zeros(L * 16 + 16, np.int32)                 # rows aligned to 64 B
     a0 = (-buf.ctypes.data % 64) // 4
     flow_row = buf[a0:a0 + L * 16].reshape(L, 16)
+    g_first, g_off = g_first[:, :n_g], g_off[:, :n_g]
     o_src = fo[:, 0]
-    o_dst = g_off[np.arange(L), np.maximum(g_n - 1, 0)]
-    gg = np.arange(n_g)[None, :]
-    g_in = gg < g_n[:, None]
+    o_dst = g_off[np.arange(L), np.maximum(g_n - 1, 0)] if n_g else o_src
+    g_in = g_first >= 0
     side = g_in & (g_off != o_src[:, None])
-    if np.any(g_in & (g_off != o_src[:, None]) & (g_off != o_dst[:, None])):
+    if np.any(side & (g_off != o_dst[:, None])):
         raise ValueError("a flow's segment offsets are not its source's or destination's")
     flow_row[:, 0] = g_n
-    flow_row[:, 1:1 + n_g] = np.where(g_in, new_start[np.maximum(g_row, 0)] if uk.shape[0] else 0, -1)
-    flow_row[:, 6] = (side * (1 << gg)).sum(axis=1)
+    flow_row[:, 1:1 + n_g] = np.where(g_in, head_start[np.maximum(g_first, 0)] if uk.shape[0] else 0, -1)
+    flow_row[:, 6] = (side * (1 << np.arange(n_g))[None, :]).sum(axis=1)
     flow_row[:, 7] = o_src
     flow_row[:, 8] = o_dst
     flow_row[:, 9] = -1

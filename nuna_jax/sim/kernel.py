@@ -35,7 +35,7 @@ from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS",
            "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB", "S_RECN", "S_RECT",
-           "S_CUR", "S_CURN", "S_FREE", "S_BUMP", "S_DWB", "BLOCK", "F_MERGED", "F_LAST", "F_MARK", "uncontended_rows", "STATE_LEN"]
+           "flow_groups", "S_CUR", "S_CURN", "S_FREE", "S_BUMP", "S_DWB", "BLOCK", "F_MERGED", "F_LAST", "F_MARK", "uncontended_rows", "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
 S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
@@ -518,3 +518,81 @@ def uncontended_rows(seg_res, seg_svc, seg_lat, seg_len, flow_seg, flow_off, flo
             if used[fl] and flow_nseg[fl] > 0:
                 merge[flow_seg[fl, 0], 1] = False        # stage 1 of a first segment follows the issue event
     return merge
+
+
+@_jit
+def flow_groups(flow_seg, flow_off, flow_nseg, q_n, join):
+    """Segments of every flow grouped for ``fast.pack``: segment 0 alone, then (``join``) each run of
+    consecutive segments with one resource offset.  A group is identified by (its position, its
+    first row) where that row always starts the same list of rows at that position, else by (its
+    position, its last row) likewise; where neither holds, ``ok`` is 0 (call again with ``join``
+    0: every segment its own group).  Returns ``(tup, g_id, g_off, g_n, ok)``: ``tup[u]`` the rows
+    of group ``u`` (-1 padded), ``g_id [L, m]`` / ``g_off [L, m]`` each flow's groups and their
+    resource offsets (-1 / 0 past ``g_n [L]``)."""
+    n_fl, m = flow_seg.shape
+    q1 = max(q_n, 1)
+    tf = np.full((m, q1, m), -2, np.int64)     # by (position, first row): its row list
+    tl = np.full((m, q1, m), -2, np.int64)     # by (position, last row)
+    bad_f = np.zeros(m, np.int64)
+    bad_l = np.zeros(m, np.int64)
+    cur = np.empty(m, np.int64)
+    for sweep in range(2):
+        if sweep == 1:
+            mode = np.zeros(m, np.int64)
+            for g in range(m):
+                if bad_f[g] == 0:
+                    mode[g] = 0
+                elif bad_l[g] == 0:
+                    mode[g] = 1
+                else:
+                    return tf[0], np.full((n_fl, m), -1, np.int64), np.zeros((n_fl, m), np.int64), \
+                        np.zeros(n_fl, np.int64), 0
+            sid = np.full((m, q1), -1, np.int64)
+            tup = np.full((n_fl * m + 1, m), -1, np.int64)
+            n_u = 0
+            g_id = np.full((n_fl, m), -1, np.int64)
+            g_off = np.zeros((n_fl, m), np.int64)
+            g_n = np.zeros(n_fl, np.int64)
+        for fl in range(n_fl):
+            ns = flow_nseg[fl]
+            q = 0
+            g = 0
+            while q < ns:
+                cur[0] = flow_seg[fl, q]
+                n_in = 1
+                if join and q > 0:
+                    while q + n_in < ns and flow_off[fl, q + n_in] == flow_off[fl, q]:
+                        cur[n_in] = flow_seg[fl, q + n_in]
+                        n_in += 1
+                for p in range(n_in, m):
+                    cur[p] = -1
+                rf = cur[0]
+                rl = cur[n_in - 1]
+                if sweep == 0:
+                    if tf[g, rf, 0] == -2:
+                        tf[g, rf, :] = cur
+                    else:
+                        for p in range(m):
+                            if tf[g, rf, p] != cur[p]:
+                                bad_f[g] = 1
+                    if tl[g, rl, 0] == -2:
+                        tl[g, rl, :] = cur
+                    else:
+                        for p in range(m):
+                            if tl[g, rl, p] != cur[p]:
+                                bad_l[g] = 1
+                else:
+                    r = rf if mode[g] == 0 else rl
+                    u = sid[g, r]
+                    if u < 0:
+                        u = n_u
+                        sid[g, r] = u
+                        tup[u, :] = cur
+                        n_u += 1
+                    g_id[fl, g] = u
+                    g_off[fl, g] = flow_off[fl, q]
+                g += 1
+                q += n_in
+            if sweep == 1:
+                g_n[fl] = g
+    return tup[:n_u], g_id, g_off, g_n, 1
