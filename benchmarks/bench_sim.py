@@ -18,7 +18,7 @@ the event loop (``SimResult.loop_s``, wall) and of its CPU time
 (``SimResult.loop_cpu_s``, steadier on a shared machine; the reference
 engine's row counts its whole run).
 
-BookSim2 side by side (issue 23): before every scenario row, BookSim2
+BookSim2 side by side: before every scenario row, BookSim2
 (``../shared/tools/booksim2/booksim``, or ``--booksim PATH`` / ``$NUNA_JAX_BOOKSIM``)
 runs its own 8x8 uniform configuration (``configs/mesh88_uniform.cfg``) at
 injection rate 0.2; its flit-hops are ``cycles x nodes x accepted flit rate x
