@@ -87,11 +87,11 @@ def _fast_equals_reference(case):
         assert np.array_equal(getattr(fast, k), getattr(ref, k)), k
     assert (fast.completion_ps, fast.flits_injected, fast.flits_delivered, fast.flit_hops) == \
         (ref.completion_ps, ref.flits_injected, ref.flits_delivered, ref.flit_hops)
-    # the same with a tiny calendar (3 buckets of 7 ps): exercises bucket wrap and the overflow heap
+    # the same with a tiny calendar (2 buckets of 4 ps): exercises bucket wrap and the overflow heap
     from nuna_jax.sim import fast as F
     saved = (F.CAL_BUCKET_PS, F.CAL_BUCKETS)
     try:
-        F.CAL_BUCKET_PS, F.CAL_BUCKETS = 7, 3
+        F.CAL_BUCKET_PS, F.CAL_BUCKETS = 4, 2
         tiny = sim.simulate(s, t, background=bg)
     finally:
         F.CAL_BUCKET_PS, F.CAL_BUCKETS = saved

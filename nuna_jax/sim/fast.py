@@ -13,8 +13,8 @@ from .result import SimResult, SimulationError
 __all__ = ["run_fast", "time_bound_ps"]
 
 _I64_MAX = np.iinfo(np.int64).max
-CAL_BUCKET_PS = 250       # calendar queue: 250 ps buckets ...
-CAL_BUCKETS = 32768       # ... over an 8.192 us ring (later events wait in an overflow heap)
+CAL_BUCKET_PS = 256       # calendar queue: 256 ps buckets ...
+CAL_BUCKETS = 32768       # ... over an 8.389 us ring (later events wait in an overflow heap); both powers of two
 
 
 def id_bits(prog: Program) -> int:
@@ -158,28 +158,88 @@ def _uncontended_numpy(prog: Program, used) -> np.ndarray:
 
 
 def pack(prog: Program, merge=True):
-    """The kernel's packed arrays: seg_tab [Q, W + 1, 4] = (local resource, svc, lat, merged),
-    seg_info [Q, 3], flow_tab [L, 1 + 2 MAX_SEG], fstate [N, 2].  ``merged`` marks
-    stages done in the event of the stage before (:func:`uncontended_stages`);
-    the extra zero column ends every row."""
+    """The kernel's packed tables ``(stg, smark, flow_row)``.
+
+    ``stg [E + 1, 4]`` (int32 when every value fits, else int64): the stages of every segment
+    row one after the other, ``(local resource, svc ps, lat ps, flags)``, flags
+    ``F_MERGED`` (the stage is done in the event of the stage before,
+    :func:`uncontended_stages`), ``F_LAST`` (the row's last stage), ``F_MARK`` (the store is
+    issued at this stage's start + ``smark[e]`` ps); one zero row at the end.
+    ``flow_row [L, 16]`` int32, one 64 B cache line per flow (the only per-flow memory an event
+    reads, at issue and at each segment change): ``(n segments, e0 .. e4, side bits, src offset,
+    dst offset, issuer, phase, 0 ...)``: the first stage ``e`` of each segment, bit ``q`` set when
+    segment ``q`` uses the destination GPU's resource offset, the issuer index and the flow's
+    phase (-1: background).  Segments here are the program's segment rows joined while on one
+    GPU after the read leg (read leg; store leg + egress port; ingress port + delivery leg).  A flat table of ~16 B per stage
+    keeps an event's stage reads in cache (a padded ``[Q, W]`` table of 32 B cells was 10 MB
+    at 64 GPUs)."""
+    from .kernel import F_LAST, F_MARK, F_MERGED
     q_n, w = prog.seg_res.shape
-    seg_tab = np.zeros((max(q_n, 1), w + 1, 4), np.int64)
-    seg_tab[:q_n, :w, 0] = prog.seg_res
-    seg_tab[:q_n, :w, 1] = prog.seg_svc
-    seg_tab[:q_n, :w, 2] = prog.seg_lat
+    lens = prog.seg_len.astype(np.int64)
+    start = np.cumsum(lens) - lens
+    e_n = int(lens.sum())
+    kk = np.arange(w)[None, :]
+    valid = kk < lens[:, None]
+    flags = np.where(kk == lens[:, None] - 1, F_LAST, 0) | np.where(kk == prog.seg_mark.astype(np.int64)[:, None],
+                                                                   F_MARK, 0)
     if merge:
-        seg_tab[:q_n, :w, 3] = uncontended_stages(prog)
-    seg_info = np.zeros((max(q_n, 1), 3), np.int64)
-    seg_info[:q_n] = np.stack([prog.seg_len.astype(np.int64), prog.seg_mark.astype(np.int64), prog.seg_mark_off],
-                              axis=1)
+        flags = flags | np.where(uncontended_stages(prog), F_MERGED, 0)
+    cols = [prog.seg_res.astype(np.int64), prog.seg_svc.astype(np.int64), prog.seg_lat.astype(np.int64), flags]
+    old = np.stack([c[valid] for c in cols], axis=1)        # [e_n, 4]: every row's stages, row after row
+    old_mark = np.zeros(e_n, np.int64)
+    mk = np.flatnonzero(prog.seg_mark >= 0)
+    old_mark[start[mk] + prog.seg_mark[mk].astype(np.int64)] = prog.seg_mark_off[mk]
     L, m = prog.flow_seg.shape
-    flow_tab = np.empty((L, 1 + 2 * m), np.int32)
-    flow_tab[:, 0] = prog.flow_nseg
-    flow_tab[:, 1::2] = prog.flow_seg
-    flow_tab[:, 2::2] = prog.flow_off
-    fstate = np.zeros((prog.flit_flow.shape[0], 2), np.int64)
-    fstate[:, 0] = prog.flit_flow.astype(np.int64) << 32
-    return seg_tab, seg_info, flow_tab, fstate
+    # super rows: segment 0 (the read leg) alone, then consecutive segments on the same GPU joined
+    # (store leg + egress port; ingress port + delivery leg): two segment changes a flit, not four,
+    # and no more rows (the egress row follows from the to-port row, the ingress row from the
+    # delivery row; if some row did not determine its group, segments stay apart)
+    fs = np.ascontiguousarray(prog.flow_seg, np.int64)
+    fo = np.ascontiguousarray(prog.flow_off, np.int64)
+    nseg = np.ascontiguousarray(prog.flow_nseg, np.int64)
+    uk, g_first, g_off, g_n, ok = event_loop.flow_groups(fs, fo, nseg, np.int64(q_n), np.int64(1))
+    if not ok:
+        uk, g_first, g_off, g_n, ok = event_loop.flow_groups(fs, fo, nseg, np.int64(q_n), np.int64(0))
+    n_g = int(g_n.max(initial=0))
+    if n_g > 5:
+        raise ValueError(f"flow_row holds at most 5 segments, a flow has {n_g}")
+    part_len = np.where(uk >= 0, lens[np.maximum(uk, 0)], 0)          # [U, m]
+    part_start = start[np.maximum(uk, 0)]
+    row_len = part_len.sum(axis=1)
+    new_start = np.cumsum(row_len) - row_len
+    e_new = int(row_len.sum())
+    pl = part_len.reshape(-1)
+    src0 = np.repeat(part_start.reshape(-1), pl)
+    within = np.arange(e_new) - np.repeat(np.cumsum(pl) - pl, pl)
+    idx = src0 + within                                               # old stage of each new stage
+    big = any(int(np.abs(old[:, j]).max(initial=0)) >= 2**31 for j in range(3))
+    stg = np.zeros((e_new + 1, 4), np.int64 if big else np.int32)
+    stg[:e_new] = old[idx]
+    stg[:e_new, 3] &= ~F_LAST
+    stg[new_start + row_len - 1, 3] |= F_LAST
+    smark = np.zeros(e_new + 1, np.int64)
+    smark[:e_new] = old_mark[idx]
+    head_start = new_start
+    buf = np.zeros(L * 16 + 16, np.int32)                 # rows aligned to 64 B
+    a0 = (-buf.ctypes.data % 64) // 4
+    flow_row = buf[a0:a0 + L * 16].reshape(L, 16)
+    g_first, g_off = g_first[:, :n_g], g_off[:, :n_g]
+    o_src = fo[:, 0]
+    o_dst = g_off[np.arange(L), np.maximum(g_n - 1, 0)] if n_g else o_src
+    g_in = g_first >= 0
+    side = g_in & (g_off != o_src[:, None])
+    if np.any(side & (g_off != o_dst[:, None])):
+        raise ValueError("a flow's segment offsets are not its source's or destination's")
+    flow_row[:, 0] = g_n
+    flow_row[:, 1:1 + n_g] = np.where(g_in, head_start[np.maximum(g_first, 0)] if uk.shape[0] else 0, -1)
+    flow_row[:, 6] = (side * (1 << np.arange(n_g))[None, :]).sum(axis=1)
+    flow_row[:, 7] = o_src
+    flow_row[:, 8] = o_dst
+    flow_row[:, 9] = -1
+    flow_row[:, 10] = -1
+    flow_row[prog.flit_flow, 9] = prog.flit_issuer          # a flow's flits share its issuer and phase
+    flow_row[prog.flit_flow, 10] = prog.flit_phase
+    return stg, smark, flow_row
 
 
 def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_000_000,
@@ -201,7 +261,12 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     n = prog.n_flits
     n_iss = prog.iss_start.shape[0]
     n_ph = prog.phase_total.shape[0]
-    heap = np.zeros(n + n_iss + 1, np.int64)
+    if n_ph + 1 >= 1 << 24:
+        raise ValueError(f"the fast engine takes at most {2**24 - 2} phases, the program has {n_ph}")
+    p_max = n + n_iss + 1                  # pending events at once: one per flit and per issuer at most
+    nb, dw = int(CAL_BUCKETS), int(CAL_BUCKET_PS)
+    if nb < 1 or dw < 1 or nb & (nb - 1) or dw & (dw - 1):
+        raise ValueError(f"calendar: CAL_BUCKETS ({nb}) and CAL_BUCKET_PS ({dw}) must be powers of two")
     scal = np.zeros(event_loop.STATE_LEN, np.int64)
     scal[event_loop.S_MAXT] = time_bound_ps(prog, max_time_ps)
     scal[event_loop.S_BITS] = id_bits(prog)
@@ -209,17 +274,30 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     n_traffic_flits = int(np.sum(prog.flit_flow < prog.n_traffic_flows))
     early = bool(stop_after_traffic) and n_traffic_flits < n
     scal[event_loop.S_TSTOP] = n_traffic_flits if early and n_traffic_flits > 0 else -1
-    # every issuer tries to issue at t = 0, in issuer order (a sorted array is a valid heap)
-    heap[:n_iss] = np.arange(n_iss, dtype=np.int64) + n
-    scal[event_loop.S_HEAP] = n_iss
-    ovf = np.zeros(n + n_iss + 1, np.int64)
-    head = np.full(CAL_BUCKETS, -1, np.int64)
-    qlink = np.full((n + n_iss, 2), -1, np.int64)
-    scal[event_loop.S_DW] = CAL_BUCKET_PS
-    scal[event_loop.S_NB] = CAL_BUCKETS
+    # event records (key, state, where); np.empty: only what the run uses is ever touched
+    heap = np.empty((p_max, 3), np.int64)      # the current bucket's heap
+    ovf = np.empty((p_max, 3), np.int64)       # overflow heap (beyond the ring)
+    cur = np.empty((p_max, 3), np.int64)       # the current bucket's sorted run
+    lk = np.empty(dw + 1, np.int64)            # counting-sort scratch
+    # ring of nb buckets, each a list of blocks of BLOCK records: at most one partly filled block a bucket
+    n_blocks = (p_max + event_loop.BLOCK - 1) // event_loop.BLOCK + nb + 1
+    bhead = np.full(nb, -1, np.int64)
+    btail = np.full(nb, -1, np.int64)
+    bfill = np.zeros(nb, np.int64)
+    bnext = np.empty(n_blocks, np.int64)
+    brec = np.empty((n_blocks * event_loop.BLOCK, 3), np.int64)
+    # every issuer tries to issue at t = 0, in issuer order: the first current run
+    cur[:n_iss, 0] = np.arange(n_iss, dtype=np.int64) + n
+    cur[:n_iss, 1:] = 0
+    scal[event_loop.S_CUR] = 0
+    scal[event_loop.S_CURN] = n_iss
+    scal[event_loop.S_FREE] = -1
+    scal[event_loop.S_DW] = dw
+    scal[event_loop.S_NB] = nb
+    scal[event_loop.S_DWB] = dw.bit_length() - 1
     scal[event_loop.S_RECT] = -1
     rec = np.zeros((max(0, int(trace_services)), 4), np.int64)
-    seg_tab, seg_info, flow_tab, fstate = pack(prog, merge)
+    stg, smark, flow_row = pack(prog, merge)
     res_state = np.zeros((prog.n_resources, 2), np.int64)
     ptr = prog.iss_start.astype(np.int64).copy()
     out = np.zeros(n_iss, np.int64)
@@ -231,21 +309,25 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     issue_ps = np.full(n, -1, np.int64)
     deliver_ps = np.full(n, -1, np.int64)
     store_ps = np.full(n, -1, np.int64)
+    flit_flow = np.ascontiguousarray(prog.flit_flow, np.int32)
     bar = _Progress(n, progress)
 
     def chunk(budget):
-        return event_loop.run_chunk(seg_tab, seg_info, flow_tab, fstate, prog.flit_phase, prog.flit_issuer,
+        return event_loop.run_chunk(stg, smark, flow_row, flit_flow, prog.flit_phase,
                                     prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
-                                    heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
-                                    issue_ps, deliver_ps, store_ps, rec, np.int64(budget))
+                                    heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state,
+                                    ptr, out, wait, pdone, popen, issue_ps, deliver_ps, store_ps, rec,
+                                    np.int64(budget))
     chunk(0)                       # processes no event: loads (or compiles) the loop outside loop_s
     t_loop = time.perf_counter()
+    c_loop = time.thread_time()
     while True:
         finished = chunk(chunk_events)
         bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]))
         if finished:
             break
     loop_s = time.perf_counter() - t_loop
+    loop_cpu_s = time.thread_time() - c_loop
     bar.update(int(scal[event_loop.S_DEL]), int(scal[event_loop.S_NOW]), force=True)
     bar.close()
     if scal[event_loop.S_ERR]:
@@ -266,7 +348,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps,
                      prog.flit_flow, res_state[:, 1].copy(), int(scal[event_loop.S_INJ]), int(scal[event_loop.S_DEL]), int(scal[event_loop.S_HOPS]),
                      prog.n_traffic_flows, "fast-numba" if event_loop.HAVE_NUMBA else "fast-python",
-                     time.perf_counter() - t0, not early, loop_s, trace)
+                     time.perf_counter() - t0, not early, loop_s, trace, loop_cpu_s)
 
 
 def check_complete(injected: int, delivered: int, n: int, deliver_ps) -> None:

@@ -1,15 +1,24 @@
 """The fast engine: a compiled discrete-event loop over a :class:`Program`.
 
-A calendar queue (250 ps buckets over a ring, a small binary heap for the
-current bucket, an overflow heap beyond the ring) of int64 keys
-``time_ps * 2**b + id`` (``2**b >= N + I``): ids
-``< N`` are flits (their next arrival, or their delivery), ids ``>= N`` are
-issuers (a CU ready to issue).  Popping keys in increasing order processes
+Events are records ``(key, state, where)`` of int64: ``key = time_ps * 2**b + id``
+(``2**b >= N + I``; ids ``< N`` are flits -- their next arrival, or their
+delivery --, ids ``>= N`` are issuers, a CU ready to issue), and the flit's
+position carried in the event itself (``state = flow << 32 | segment << 16 |
+stage``, ``where = row << 32 | resource offset``, ``-1``: delivery next), so an
+event never reads per-flit memory.  Popping keys in increasing order processes
 events by (time, id): a resource sees its arrivals in (arrival time, global
-flit id) order, which is the FCFS rule with its tie-break
-(docs/simulator.md), and at one instant deliveries come before issues, so a
-slot freed at ``t`` can be reused at ``t``.  Every event creates its
-successor strictly later (services are >= 1 ps), so that order is total.
+flit id) order, which is the FCFS rule with its tie-break (docs/simulator.md),
+and at one instant deliveries come before issues, so a slot freed at ``t`` can
+be reused at ``t``.  Every event creates its successor strictly later
+(services are >= 1 ps), so that order is total.
+
+The queue is a calendar (docs/simulator.md, "Speed"): a ring of ``nb``
+buckets of ``dw`` ps; a bucket holds its records in blocks of ``BLOCK``
+contiguous records (no per-flit links to chase); when a bucket becomes
+current its records are sorted once by key into the *current run*, and events
+created for the current bucket meanwhile go to a small binary heap merged with
+the run; events beyond the ring wait in an overflow heap.  The pop order is
+exactly the order of one big heap of keys.
 
 The loop is written in the subset of Python that numba compiles; without
 numba it runs as plain Python (slow, but the same code and the same answer).
@@ -22,117 +31,217 @@ from __future__ import annotations
 import numpy as np
 
 
-from ..numba_jit import HAVE_NUMBA, jit as _jit  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
+from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_loop as _jit_loop  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
-__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS", "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB",
-           "S_RECN", "S_RECT", "uncontended_rows",
-           "STATE_LEN"]
+__all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS",
+           "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB", "S_RECN", "S_RECT",
+           "flow_groups", "S_CUR", "S_CURN", "S_FREE", "S_BUMP", "S_DWB", "BLOCK", "F_MERGED", "F_LAST", "F_MARK", "uncontended_rows", "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
 S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
 S_NTF, S_TDEL, S_TSTOP = 8, 9, 10      # traffic flow rows, traffic flits delivered, stop target
-S_LO, S_OVN, S_RINGN, S_DW, S_NB = 11, 12, 13, 14, 15   # calendar queue: see _cal_insert
+S_LO, S_OVN, S_RINGN, S_DW, S_NB = 11, 12, 13, 14, 15   # calendar: bucket start, overflow size, ring size, dw, nb
 S_RECN, S_RECT = 16, 17   # trace: services recorded; time of the first service not recorded (-1: none)
-STATE_LEN = 18
+S_CUR, S_CURN, S_FREE, S_BUMP, S_DWB = 18, 19, 20, 21, 22   # current run cursor / length, free block list,
+#                                                             blocks ever used, log2 dw
+STATE_LEN = 23
+BLOCK = 32                # records per bucket block
+F_MERGED, F_LAST, F_MARK = 1, 2, 4   # stage flags (stg[e, 3])
+ST_LAST = 1 << 62         # an event's state on the flit's last segment: ST_LAST | traffic << 61 | issuer << 24 | phase + 1
+ISS_MASK = (1 << 37) - 1  # issuer bits of that state (phase + 1 < 2**24, checked by fast.run_fast)
 
 
-@_jit
-def _push(heap, n, key):
+@_jit_inline
+def _hpush(h, n, key, s, w):
+    """Push record ``(key, s, w)`` on the binary min-heap ``h[:n]`` (by key); returns ``n + 1``."""
     i = n
-    heap[i] = key
     while i > 0:
         p = (i - 1) >> 1
-        if heap[p] <= key:
+        if h[p, 0] <= key:
             break
-        heap[i] = heap[p]
+        h[i, 0] = h[p, 0]
+        h[i, 1] = h[p, 1]
+        h[i, 2] = h[p, 2]
         i = p
-    heap[i] = key
+    h[i, 0] = key
+    h[i, 1] = s
+    h[i, 2] = w
     return n + 1
 
 
-@_jit
-def _pop(heap, n):
-    top = heap[0]
+@_jit_inline
+def _hpop(h, n):
+    """Remove the top record of ``h[:n]`` (read it first); returns ``n - 1``."""
     n -= 1
-    last = heap[n]
+    lk = h[n, 0]
     i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and heap[c + 1] < heap[c]:
+        if c + 1 < n and h[c + 1, 0] < h[c, 0]:
             c += 1
-        if heap[c] >= last:
+        if h[c, 0] >= lk:
             break
-        heap[i] = heap[c]
+        h[i, 0] = h[c, 0]
+        h[i, 1] = h[c, 1]
+        h[i, 2] = h[c, 2]
         i = c
     if n > 0:
-        heap[i] = last
-    return top, n
+        h[i, 0] = lk
+        h[i, 1] = h[n, 1]
+        h[i, 2] = h[n, 2]
+    return n
 
 
-@_jit
-def _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn):
-    """Calendar queue insert.  Events with time in ``[lo, lo + dw)`` go to the
-    binary heap of the current bucket, those within the horizon ``lo + nb*dw``
-    to bucket ``(t // dw) % nb`` (a linked list through ``qlink[id] = (key,
-    next id)``; every id has at most one pending event), the rest to the
-    overflow heap.  Returns ``(hn, on, ringn)``."""
+@_jit_inline
+def _ring_put(q, key, s, w, bhead, btail, bfill, bnext, brec, scal):
+    """Append record ``(key, s, w)`` to ring bucket ``q`` (a list of blocks of ``BLOCK`` records)."""
+    tb = btail[q]
+    if tb < 0 or bfill[q] == BLOCK:
+        nbk = scal[S_FREE]
+        if nbk >= 0:
+            scal[S_FREE] = bnext[nbk]
+        else:
+            nbk = scal[S_BUMP]
+            scal[S_BUMP] = nbk + 1
+        bnext[nbk] = -1
+        if tb < 0:
+            bhead[q] = nbk
+        else:
+            bnext[tb] = nbk
+        btail[q] = nbk
+        bfill[q] = 0
+        tb = nbk
+    j = tb * BLOCK + bfill[q]
+    brec[j, 0] = key
+    brec[j, 1] = s
+    brec[j, 2] = w
+    bfill[q] += 1
+
+
+@_jit_inline
+def _insert(key, s, w, b, lo, dw, nb, heap, hn, ovf, on, ringn, bhead, btail, bfill, bnext, brec, scal):
+    """Queue an event record: the current bucket's heap if ``t < lo + dw``, ring bucket
+    ``(t / dw) mod nb`` (``dw``, ``nb``: powers of two) within the horizon ``lo + nb * dw``, else the overflow heap.
+    Returns ``(hn, on, ringn)``."""
     t = key >> b
     if t < lo + dw:
-        hn = _push(heap, hn, key)
+        hn = _hpush(heap, hn, key, s, w)
     elif t < lo + nb * dw:
-        ident = key & mask
-        q = (t // dw) % nb
-        qlink[ident, 0] = key
-        qlink[ident, 1] = head[q]
-        head[q] = ident
+        _ring_put((t >> scal[S_DWB]) & (nb - 1), key, s, w, bhead, btail, bfill, bnext, brec, scal)
         ringn += 1
     else:
-        on = _push(ovf, on, key)
+        on = _hpush(ovf, on, key, s, w)
     return hn, on, ringn
 
 
-@_jit
-def _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn):
-    """Advance the current bucket until the heap holds events (or nothing is left).
-
-    Returns ``(lo, hn, on, ringn)``; ``hn == 0`` only if the queue is empty."""
-    while hn == 0:
+@_jit_loop
+def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec, cur, lk, scal):
+    """Make the next non-empty bucket current: its records, sorted by key, become the current run
+    ``cur[:m]``.  Returns ``(lo, m, on, ringn)``; ``m == 0`` only if the queue is empty."""
+    m = 0
+    while m == 0:
         if ringn == 0:
             if on == 0:
                 break
-            lo = ((ovf[0] >> b) // dw) * dw               # jump to the next overflow event
+            lo = ((ovf[0, 0] >> b) >> scal[S_DWB]) << scal[S_DWB]   # jump to the next overflow event
         else:
             lo += dw
-            q = (lo // dw) % nb
-            ident = head[q]
-            while ident >= 0:                             # the bucket becomes current
-                hn = _push(heap, hn, qlink[ident, 0])
-                ringn -= 1
-                ident = qlink[ident, 1]
-            head[q] = -1
-        while on > 0 and (ovf[0] >> b) < lo + nb * dw:   # the horizon moved: pull overflow in
-            key, on = _pop(ovf, on)
-            hn, on, ringn = _cal_insert(key, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
-    return lo, hn, on, ringn
+        while on > 0 and (ovf[0, 0] >> b) < lo + nb * dw:  # the horizon moved: pull overflow in
+            key = ovf[0, 0]
+            s = ovf[0, 1]
+            w = ovf[0, 2]
+            on = _hpop(ovf, on)
+            _ring_put(((key >> b) >> scal[S_DWB]) & (nb - 1), key, s, w, bhead, btail, bfill, bnext, brec, scal)
+            ringn += 1
+        q = (lo >> scal[S_DWB]) & (nb - 1)
+        blk = bhead[q]
+        if blk < 0:
+            continue
+        # a counting sort by time into c sub-buckets (c: a power of two >= the bucket's size, at most dw),
+        # then an insertion sort by key, which only has the few records of one sub-bucket to order
+        nblk = 0
+        while blk >= 0:
+            nblk += 1
+            blk = bnext[blk]
+        size = (nblk - 1) * BLOCK + bfill[q]
+        dwb = scal[S_DWB]
+        cb = 0
+        while cb < dwb and (np.int64(1) << cb) < size:
+            cb += 1
+        c = np.int64(1) << cb
+        sh = b + dwb - cb                                 # (key - lo << b) >> sh: the sub-bucket
+        base = lo << b
+        for u in range(c + 1):
+            lk[u] = 0
+        blk = bhead[q]
+        while blk >= 0:
+            last = bnext[blk]
+            j0 = blk * BLOCK
+            for j in range(j0, j0 + (bfill[q] if last < 0 else BLOCK)):
+                lk[((brec[j, 0] - base) >> sh) + 1] += 1
+            blk = last
+        for u in range(1, c + 1):
+            lk[u] += lk[u - 1]
+        blk = bhead[q]
+        while blk >= 0:
+            last = bnext[blk]
+            j0 = blk * BLOCK
+            for j in range(j0, j0 + (bfill[q] if last < 0 else BLOCK)):
+                u = (brec[j, 0] - base) >> sh
+                i = lk[u]
+                lk[u] = i + 1
+                cur[i, 0] = brec[j, 0]
+                cur[i, 1] = brec[j, 1]
+                cur[i, 2] = brec[j, 2]
+            blk = last
+        m = size
+        for i in range(1, m):                             # keys are distinct (one pending event per id)
+            k0 = cur[i, 0]
+            if cur[i - 1, 0] < k0:
+                continue
+            s0 = cur[i, 1]
+            w0 = cur[i, 2]
+            j = i - 1
+            while j >= 0 and cur[j, 0] > k0:
+                cur[j + 1, 0] = cur[j, 0]
+                cur[j + 1, 1] = cur[j, 1]
+                cur[j + 1, 2] = cur[j, 2]
+                j -= 1
+            cur[j + 1, 0] = k0
+            cur[j + 1, 1] = s0
+            cur[j + 1, 2] = w0
+        # the bucket's blocks go back to the free list
+        btail_q = btail[q]
+        bnext[btail_q] = scal[S_FREE]
+        scal[S_FREE] = bhead[q]
+        bhead[q] = -1
+        btail[q] = -1
+        bfill[q] = 0
+        ringn -= m
+    return lo, m, on, ringn
 
 
-@_jit
-def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
+@_jit_loop
+def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
               iss_end, iss_res, phase_total, window,
-              heap, ovf, head, qlink, scal, res_state, ptr, out, wait, pdone, popen,
+              heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state, ptr, out, wait, pdone, popen,
               issue_ps, deliver_ps, store_ps, rec, budget):
     """Process up to ``budget`` events.  Returns 1 when finished (or stopped), else 0.
 
-    Packed layouts (built by ``fast.run_fast``): ``seg_tab[row, k] = (local
-    resource, svc, lat, merged)`` (``merged``: the stage never waits and is
-    done in the event of the stage before; a zero column ends every row); ``seg_info[row] = (len, mark stage, mark offset)``;
-    ``flow_tab[fl] = (n segments, row0, off0, row1, off1, ...)``;
-    ``fstate[f] = (flow << 32 | segment << 16 | stage, row << 32 | offset)``:
-    the stage the flit reaches next and its segment row and resource offset
-    (``-1``: its delivery comes next);
-    ``res_state[r] = (free time, busy time)``.
+    Packed layouts (built by ``fast.pack``): the stage table ``stg[e] = (local resource, svc,
+    lat, flags)``, every segment row's stages one after the other (``flags``: ``F_MERGED``, the
+    stage never waits and is done in the event of the stage before; ``F_LAST``, the row's last
+    stage; ``F_MARK``, the store issue is at this stage's start + ``smark[e]``);
+    ``flow_row[fl] = (n segments, e0 .. e4, side bits, src offset, dst offset, issuer, phase)``
+    (first stage of each segment; bit ``q``: segment ``q`` is on the destination GPU); an event record ``(key, state, where)``: ``state = flow << 8 | segment``,
+    ``where = e << 32 | offset`` (the stage the flit reaches next; ``-1``: its delivery comes
+    next); ``res_state[r] = (free time, busy time)``.
+    Queue: ``heap`` (current bucket, ``scal[S_HEAP]`` records), ``cur`` (the current bucket's
+    sorted run, ``scal[S_CUR] .. scal[S_CURN]``), ring buckets ``bhead/btail/bfill`` over the
+    block pool ``bnext/brec``, ``ovf`` (overflow heap, ``scal[S_OVN]`` records), ``lk`` (sort
+    scratch).
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
     With ``scal[S_TSTOP] > 0`` the loop ends right after that many traffic
     flits (flow rows ``< scal[S_NTF]``) are delivered.
@@ -142,7 +251,7 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     which the first service found it full: every service that starts before that time was recorded (events are processed in time order, and a service starts no earlier than
     the event that performs it).  A ``budget`` of 0 processes nothing (it compiles the loop).
     """
-    n_fl = fstate.shape[0]
+    n_fl = flit_flow.shape[0]
     n_iss = iss_end.shape[0]
     b = scal[S_BITS]
     mask = (np.int64(1) << b) - 1
@@ -161,6 +270,8 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     ringn = scal[S_RINGN]
     dw = scal[S_DW]
     nb = scal[S_NB]
+    ci = scal[S_CUR]
+    cn = scal[S_CURN]
     rec_cap = rec.shape[0]
     rec_n = scal[S_RECN]
     rec_t = scal[S_RECT]
@@ -168,11 +279,29 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     err = 0
     done = 0
     while done < budget:
-        if hn == 0:
-            lo, hn, on, ringn = _cal_refill(b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
-            if hn == 0:
+        if ci < cn:                                        # the current run, merged with the heap
+            if hn > 0 and heap[0, 0] < cur[ci, 0]:
+                key = heap[0, 0]
+                st = heap[0, 1]
+                where = heap[0, 2]
+                hn = _hpop(heap, hn)
+            else:
+                key = cur[ci, 0]
+                st = cur[ci, 1]
+                where = cur[ci, 2]
+                ci += 1
+        elif hn > 0:
+            key = heap[0, 0]
+            st = heap[0, 1]
+            where = heap[0, 2]
+            hn = _hpop(heap, hn)
+        else:
+            lo, cn, on, ringn = _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec,
+                                             cur, lk, scal)
+            ci = 0
+            if cn == 0:
                 break
-        key, hn = _pop(heap, hn)
+            continue
         t = key >> b
         ident = key & mask
         done += 1
@@ -188,9 +317,11 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             if out[i] >= window:
                 wait[i] = 2                                # window full
                 continue
-            fl = fstate[f, 0] >> 32
-            row = flow_tab[fl, 1]
-            svc = seg_tab[row, 0, 1]
+            fl = np.int64(flit_flow[f])
+            e = np.int64(flow_row[fl, 1])
+            sides = flow_row[fl, 6]
+            svc = np.int64(stg[e, 1])
+            fg = stg[e, 3]
             r = iss_res[i]
             res_state[r, 0] = t + svc
             res_state[r, 1] += svc
@@ -207,40 +338,41 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             ptr[i] = f + 1
             inj += 1
             hops += 1
-            if seg_info[row, 1] == 0:
-                store_ps[f] = t + seg_info[row, 2]
-            if seg_info[row, 0] > 1:                       # next: stage 1 of segment 0
-                fstate[f, 0] = (fl << 32) | 1
-                fstate[f, 1] = (np.int64(row) << 32) | flow_tab[fl, 2]
-            elif flow_tab[fl, 0] > 1:                      # next: segment 1
-                fstate[f, 0] = (fl << 32) | (1 << 16)
-                fstate[f, 1] = (np.int64(flow_tab[fl, 3]) << 32) | flow_tab[fl, 4]
+            if fg & F_MARK:
+                store_ps[f] = t + smark[e]
+            nseg = flow_row[fl, 0]
+            # on its last segment a flit's state is what its delivery needs (no per-flow read then)
+            last = ST_LAST | (np.int64(fl < ntf) << 61) | (np.int64(i) << 24) | (ph + 1)
+            if fg & F_LAST == 0:                           # next: stage 1 of segment 0
+                nst = last if nseg == 1 else fl << 8
+                nwh = ((e + 1) << 32) | flow_row[fl, 7 + (sides & 1)]
+            elif nseg > 1:                                 # next: segment 1
+                nst = last if nseg == 2 else (fl << 8) | 1
+                nwh = (np.int64(flow_row[fl, 2]) << 32) | flow_row[fl, 7 + ((sides >> 1) & 1)]
             else:                                          # next: delivery
-                fstate[f, 0] = (fl << 32) | (1 << 16)
-                fstate[f, 1] = -1
-            nxt = t + svc + seg_tab[row, 0, 2]
+                nst = last
+                nwh = np.int64(-1)
+            nxt = t + svc + stg[e, 2]
             if nxt > maxt:
                 err = 1
                 break
-            hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink,
-                                        ringn)
-            hn, on, ringn = _cal_insert(((t + svc) << b) + ident, b, mask, lo, dw, nb, heap, hn, ovf, on, head,
-                                        qlink, ringn)
+            hn, on, ringn = _insert((nxt << b) + f, nst, nwh, b, lo, dw, nb, heap, hn, ovf, on, ringn,
+                                    bhead, btail, bfill, bnext, brec, scal)
+            hn, on, ringn = _insert(((t + svc) << b) + ident, 0, 0, b, lo, dw, nb, heap, hn, ovf, on, ringn,
+                                    bhead, btail, bfill, bnext, brec, scal)
             continue
         f = ident
-        st = fstate[f, 0]
-        where = fstate[f, 1]
-        fl = st >> 32
-        if where < 0:                                      # delivery
+        fl = st >> 8
+        if where < 0:                                      # delivery (st: ST_LAST | traffic | issuer | phase + 1)
             deliver_ps[f] = t
             dlv += 1
-            i = flit_issuer[f]
+            i = (st >> 24) & ISS_MASK
             out[i] -= 1
             if wait[i] == 2:
                 wait[i] = 0
-                hn, on, ringn = _cal_insert((t << b) + n_fl + i, b, mask, lo, dw, nb, heap, hn, ovf, on, head,
-                                            qlink, ringn)
-            ph = flit_phase[f]
+                hn, on, ringn = _insert((t << b) + n_fl + i, 0, 0, b, lo, dw, nb, heap, hn, ovf, on, ringn,
+                                        bhead, btail, bfill, bnext, brec, scal)
+            ph = (st & 0xFFFFFF) - 1
             if ph >= 0:
                 pdone[ph] += 1
                 if pdone[ph] == phase_total[ph] and ph + 1 < phase_total.shape[0]:
@@ -248,18 +380,19 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
                     for j in range(n_iss):
                         if wait[j] == 1:
                             wait[j] = 0
-                            hn, on, ringn = _cal_insert((t << b) + n_fl + j, b, mask, lo, dw, nb, heap, hn, ovf,
-                                                        on, head, qlink, ringn)
-            if fl < ntf:
+                            hn, on, ringn = _insert((t << b) + n_fl + j, 0, 0, b, lo, dw, nb, heap, hn, ovf, on,
+                                                    ringn, bhead, btail, bfill, bnext, brec, scal)
+            if (st >> 61) & 1:
                 tdel += 1
                 if tdel == tstop:                          # optional early stop (background left)
                     stopped = 1
                     break
             continue
-        k = st & 0xFFFF
-        row = where >> 32
-        r = seg_tab[row, k, 0] + (where & low32)
-        svc = seg_tab[row, k, 1]
+        e = where >> 32
+        off = where & low32
+        r = stg[e, 0] + off
+        svc = np.int64(stg[e, 1])
+        fg = stg[e, 3]
         start = t
         fr = res_state[r, 0]
         if fr > start:
@@ -275,13 +408,14 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
             rec_n += 1
         elif rec_cap > 0 and rec_t < 0:
             rec_t = t
-        if seg_info[row, 1] == k:
-            store_ps[f] = start + seg_info[row, 2]
-        nxt = start + svc + seg_tab[row, k, 2]
-        while seg_tab[row, k + 1, 3] != 0:                 # provably uncontended: same event (fast.uncontended_stages)
-            k += 1
-            r = seg_tab[row, k, 0] + (where & low32)
-            svc = seg_tab[row, k, 1]
+        if fg & F_MARK:
+            store_ps[f] = start + smark[e]
+        nxt = start + svc + stg[e, 2]
+        while fg & F_LAST == 0 and stg[e + 1, 3] & F_MERGED:   # provably uncontended: same event
+            e += 1                                         # (fast.uncontended_stages)
+            r = stg[e, 0] + off
+            svc = np.int64(stg[e, 1])
+            fg = stg[e, 3]
             start = nxt                                    # proven: never waits, whatever the event order
             res_state[r, 1] += svc                         # free time untouched: another flit may visit r
             #                                                as a real event, in its own (later) time order
@@ -294,26 +428,34 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
                 rec_n += 1
             elif rec_cap > 0 and rec_t < 0:
                 rec_t = t
-            if seg_info[row, 1] == k:
-                store_ps[f] = start + seg_info[row, 2]
-            nxt = start + svc + seg_tab[row, k, 2]
+            if fg & F_MARK:
+                store_ps[f] = start + smark[e]
+            nxt = start + svc + stg[e, 2]
         if nxt > maxt:
             err = 1
             break
-        if k + 1 < seg_info[row, 0]:
-            fstate[f, 0] = (st & ~np.int64(0xFFFF)) | (k + 1)
+        if fg & F_LAST == 0:
+            nst = st
+            nwh = ((e + 1) << 32) | off
+        elif st & ST_LAST:                                 # last segment done: delivery next
+            nst = st
+            nwh = np.int64(-1)
         else:                                              # segment done: load the next one
-            q = ((st & low32) >> 16) + 1
-            fstate[f, 0] = (fl << 32) | (q << 16)
-            if q < flow_tab[fl, 0]:
-                fstate[f, 1] = (np.int64(flow_tab[fl, 1 + 2 * q]) << 32) | flow_tab[fl, 2 + 2 * q]
+            q = (st & 0xFF) + 1
+            nwh = (np.int64(flow_row[fl, 1 + q]) << 32) | flow_row[fl, 7 + ((flow_row[fl, 6] >> q) & 1)]
+            if q + 1 == flow_row[fl, 0]:                   # entering the last segment
+                nst = ST_LAST | (np.int64(fl < ntf) << 61) | (np.int64(flow_row[fl, 9]) << 24) | \
+                    (flow_row[fl, 10] + 1)
             else:
-                fstate[f, 1] = -1
-        hn, on, ringn = _cal_insert((nxt << b) + f, b, mask, lo, dw, nb, heap, hn, ovf, on, head, qlink, ringn)
+                nst = (fl << 8) | q
+        hn, on, ringn = _insert((nxt << b) + f, nst, nwh, b, lo, dw, nb, heap, hn, ovf, on, ringn,
+                                bhead, btail, bfill, bnext, brec, scal)
     scal[S_HEAP] = hn
     scal[S_LO] = lo
     scal[S_OVN] = on
     scal[S_RINGN] = ringn
+    scal[S_CUR] = ci
+    scal[S_CURN] = cn
     scal[S_HOPS] = hops
     scal[S_INJ] = inj
     scal[S_DEL] = dlv
@@ -326,7 +468,7 @@ def run_chunk(seg_tab, seg_info, flow_tab, fstate, flit_phase, flit_issuer,
     if err:
         scal[S_ERR] = 1
         return 1
-    return 1 if (hn == 0 and on == 0 and ringn == 0) else 0
+    return 1 if (hn == 0 and on == 0 and ringn == 0 and ci >= cn) else 0
 
 
 @_jit
@@ -376,3 +518,81 @@ def uncontended_rows(seg_res, seg_svc, seg_lat, seg_len, flow_seg, flow_off, flo
             if used[fl] and flow_nseg[fl] > 0:
                 merge[flow_seg[fl, 0], 1] = False        # stage 1 of a first segment follows the issue event
     return merge
+
+
+@_jit
+def flow_groups(flow_seg, flow_off, flow_nseg, q_n, join):
+    """Segments of every flow grouped for ``fast.pack``: segment 0 alone, then (``join``) each run of
+    consecutive segments with one resource offset.  A group is identified by (its position, its
+    first row) where that row always starts the same list of rows at that position, else by (its
+    position, its last row) likewise; where neither holds, ``ok`` is 0 (call again with ``join``
+    0: every segment its own group).  Returns ``(tup, g_id, g_off, g_n, ok)``: ``tup[u]`` the rows
+    of group ``u`` (-1 padded), ``g_id [L, m]`` / ``g_off [L, m]`` each flow's groups and their
+    resource offsets (-1 / 0 past ``g_n [L]``)."""
+    n_fl, m = flow_seg.shape
+    q1 = max(q_n, 1)
+    tf = np.full((m, q1, m), -2, np.int64)     # by (position, first row): its row list
+    tl = np.full((m, q1, m), -2, np.int64)     # by (position, last row)
+    bad_f = np.zeros(m, np.int64)
+    bad_l = np.zeros(m, np.int64)
+    cur = np.empty(m, np.int64)
+    for sweep in range(2):
+        if sweep == 1:
+            mode = np.zeros(m, np.int64)
+            for g in range(m):
+                if bad_f[g] == 0:
+                    mode[g] = 0
+                elif bad_l[g] == 0:
+                    mode[g] = 1
+                else:
+                    return tf[0], np.full((n_fl, m), -1, np.int64), np.zeros((n_fl, m), np.int64), \
+                        np.zeros(n_fl, np.int64), 0
+            sid = np.full((m, q1), -1, np.int64)
+            tup = np.full((n_fl * m + 1, m), -1, np.int64)
+            n_u = 0
+            g_id = np.full((n_fl, m), -1, np.int64)
+            g_off = np.zeros((n_fl, m), np.int64)
+            g_n = np.zeros(n_fl, np.int64)
+        for fl in range(n_fl):
+            ns = flow_nseg[fl]
+            q = 0
+            g = 0
+            while q < ns:
+                cur[0] = flow_seg[fl, q]
+                n_in = 1
+                if join and q > 0:
+                    while q + n_in < ns and flow_off[fl, q + n_in] == flow_off[fl, q]:
+                        cur[n_in] = flow_seg[fl, q + n_in]
+                        n_in += 1
+                for p in range(n_in, m):
+                    cur[p] = -1
+                rf = cur[0]
+                rl = cur[n_in - 1]
+                if sweep == 0:
+                    if tf[g, rf, 0] == -2:
+                        tf[g, rf, :] = cur
+                    else:
+                        for p in range(m):
+                            if tf[g, rf, p] != cur[p]:
+                                bad_f[g] = 1
+                    if tl[g, rl, 0] == -2:
+                        tl[g, rl, :] = cur
+                    else:
+                        for p in range(m):
+                            if tl[g, rl, p] != cur[p]:
+                                bad_l[g] = 1
+                else:
+                    r = rf if mode[g] == 0 else rl
+                    u = sid[g, r]
+                    if u < 0:
+                        u = n_u
+                        sid[g, r] = u
+                        tup[u, :] = cur
+                        n_u += 1
+                    g_id[fl, g] = u
+                    g_off[fl, g] = flow_off[fl, q]
+                g += 1
+                q += n_in
+            if sweep == 1:
+                g_n[fl] = g
+    return tup[:n_u], g_id, g_off, g_n, 1

@@ -29,6 +29,8 @@ class SimResult(NamedTuple):
     background_complete  False when the run stopped at the last traffic delivery
                     (``stop_after_traffic``): background flits may be unfinished
     loop_s          seconds in the event loop alone (what ``flit_hops / loop_s`` rates measure)
+    loop_cpu_s      the event loop's CPU seconds (its thread's; fast engine, else 0): the rate on a
+                    shared machine, where wall seconds count other jobs' turns too
     trace           None, or the recorded services for a timeline (:mod:`nuna_jax.sim.trace`):
                     ``flit``, ``resource``, ``start_ps``, ``service_ps`` (int64 arrays) and
                     ``complete_before_ps`` (None: every service; else every service that starts
@@ -50,6 +52,7 @@ class SimResult(NamedTuple):
     background_complete: bool = True
     loop_s: float = 0.0
     trace: Any = None
+    loop_cpu_s: float = 0.0
 
     @property
     def completion_ns(self) -> float:
