@@ -39,6 +39,8 @@ CASES = [
     ("kernel-gemm", "kernel", ["kernel", "--op", "gemm+rs", "--m", "4096", "--n", "4096", "--k", "4096",
                                "--gpus", "8"]),
     ("reproduce-list", "reproduce", ["reproduce", "--list"]),
+    ("trace-network", "trace", ["trace", "{trace}", "--network", "{net}"]),
+    pytest.param("trace-pod", "trace", ["trace", "{trace}", *SMALL], marks=pytest.mark.slow),
     ("e2e-list", "e2e", ["e2e", "--list"]),
     pytest.param("estimate-all", "estimate", ["estimate", *AG, *SMALL, "--policy", "all", "--tbs", "1"],
                  marks=pytest.mark.slow),
@@ -61,8 +63,17 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("json")
     (d / "small.cfg").write_text(NOC_CFG)
     (d / "grid.toml").write_text(GRID)
+    from nuna_jax import chakra            # a 2-rank Chakra trace: compute, an All-Reduce, compute
+    tr = d / "trace"
+    tr.mkdir()
+    for r in range(2):
+        nodes = [dict(id=1, name="fwd", type="COMP", duration_micros=2 + r),
+                 dict(id=2, name="ar", type="COMM_COLL", data_deps=[1], comm_type=0, comm_size=1 << 16),
+                 dict(id=3, name="bwd", type="COMP", data_deps=[2], duration_micros=1)]
+        (tr / f"w.{r}.et").write_bytes(chakra.encode_trace(nodes, "0.0.4"))
+    (d / "net.yml").write_text("topology: [Switch]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [100]\n")
     return {"noc": str(d / "small.cfg"), "grid": str(d / "grid.toml"), "out": str(d / "out.csv"),
-            "dir": d}
+            "trace": str(tr), "net": str(d / "net.yml"), "dir": d}
 
 
 def _table(files):

@@ -217,7 +217,9 @@ def run(args) -> int:
                                  lambda m: p2p_ns[(m.src, m.send_node)])
         cp[p], paths[p] = r["critical_path_ns"], r["path"]
     compute_ns = sum(node_t(rt.rank, n) for rt in trace.ranks for n in rt.nodes) / max(1, trace.n_ranks)
-    out = {"trace": [str(t) for t in args.traces], "n_ranks": trace.n_ranks, "n_nodes": sum(len(rt.nodes) for rt in trace.ranks),
+    out = {"trace": [str(t) for t in args.traces], "n_ranks": trace.n_ranks,
+           "n_gpus": int(net.n_npus) if args.network else int(system.n_gpus),
+           "n_nodes": sum(len(rt.nodes) for rt in trace.ranks),
            "target": (f"ASTRA-sim network {args.network} ({args.backend} backend)" if args.network
                       else f"NUNA pod ({system.name}), path model, {args.algorithm}"),
            "policies": pols, "collectives": rows,
@@ -227,7 +229,9 @@ def run(args) -> int:
            "critical_path": [{"rank": r, "node_id": n} for r, n in paths[pols[-1]]]}
     if args.network:
         out["speedup"] = None
-        out["network"] = {"file": args.network, "backend": args.backend, **net.describe()}
+        nd = net.describe()
+        nd["n_gpus"] = nd.pop("n_npus")        # the command's vocabulary (docs/json.md)
+        out["network"] = {"file": args.network, "backend": args.backend, **nd}
     else:
         out["speedup"] = {p: (cp["UA"] / cp[p] if cp[p] > 0 else 1.0) for p in pols}
         if "NAP+NAR" in cp:
