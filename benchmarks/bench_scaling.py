@@ -94,7 +94,10 @@ def _closed_form_evaluator(devs, n_sizes: int, chunk: int, min_s: float) -> dict
     from nuna_jax.sweep import closed_eval, grid_from_dict
     from nuna_jax.sweep.groups import blocks
     from nuna_jax.sweep.shard import device_mesh, put_replicated
-    g = grid_from_dict({"axes": {"model": ["closed_form"], "gpus": [8],
+    from nuna_jax.limits import Limits
+    # the GPU grid (2^20 sizes x 64 x 16 = 2^30 points) is over the default 2^28 grid points on purpose:
+    # only chunks of it are evaluated, to time the evaluator (found on the H200: WorkLimitError)
+    g = grid_from_dict(limits=Limits(8.0), data={"axes": {"model": ["closed_form"], "gpus": [8],
                                  "size": {"start": 10**6, "stop": 10**10, "num": n_sizes, "scale": "log",
                                           "integer": True},
                                  "switch_latency_ns": {"start": 100.0, "stop": 1000.0, "num": 64},
