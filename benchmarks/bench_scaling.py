@@ -119,7 +119,7 @@ def _closed_form_evaluator(devs, n_sizes: int, chunk: int, min_s: float) -> dict
 
 def _sweep_twice(grid, devs, out: Path, **kw) -> dict:
     """``run_sweep`` twice (the first compiles), each to a fresh file; the second's summary and wall."""
-    from nuna_jax.sweep import run_sweep
+    from nuna_jax.sweep.run import execute as run_sweep   # the summary (run_sweep returns the rows)
     import jax
     warm = out.with_name(out.stem + "_warm.csv")
     if jax.process_index() == 0:            # fresh files: an existing one would be resumed, not re-run
