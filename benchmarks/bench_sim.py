@@ -56,6 +56,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))   # validate_booksim: BookSim2's binary and runs
 
 import jax  # noqa: E402
 
@@ -68,46 +69,21 @@ GUARD_S = 300.0
 BOOKSIM_RATE = 0.2
 
 
-def find_booksim(given=None):
-    """The BookSim2 binary: ``given``, ``$NUNA_JAX_BOOKSIM``, or ``shared/tools/booksim2/booksim`` beside or
-    above the repository; None if absent."""
-    cands = [Path(given)] if given else []
-    if os.environ.get("NUNA_JAX_BOOKSIM"):
-        cands.append(Path(os.environ["NUNA_JAX_BOOKSIM"]))
-    cands += [ROOT / "shared" / "tools" / "booksim2" / "booksim", ROOT.parent / "shared" / "tools" / "booksim2" / "booksim",
-              Path("/work/shared/tools/booksim2/booksim")]
-    for c in cands:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    return None
-
-
-def _last(label, text):
-    vals = re.findall(re.escape(label) + r" ?= ([-+0-9.eE]+)", text)
-    return float(vals[-1]) if vals else float("nan")
-
-
 def booksim_run(binary: Path, rate=BOOKSIM_RATE) -> dict:
-    """One BookSim2 run of its 8x8 uniform configuration: wall and CPU seconds of the process, flit-hops."""
+    """One BookSim2 run of its 8x8 uniform configuration (``validate_booksim.run_booksim``: its statistics
+    and flit-hops), with the wall and CPU seconds of the process."""
+    from validate_booksim import run_booksim
+    from nuna_jax.noc import load_config
     cfg = binary.parent / "configs" / "mesh88_uniform.cfg"
-    text = cfg.read_text()
-    k = int(re.search(r"^\s*k\s*=\s*(\d+)", text, re.M).group(1))
-    n = int(re.search(r"^\s*n\s*=\s*(\d+)", text, re.M).group(1))
+    overrides = [f"injection_rate={rate}"]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run([str(binary), str(cfg), f"injection_rate={rate}"], capture_output=True, text=True,
-                       timeout=900)
-    wall = time.perf_counter() - t0
+    r = run_booksim(binary, cfg, overrides)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode not in (0, 255):          # BookSim2 exits 255 after a successful run
-        raise RuntimeError(f"booksim exited {r.returncode}: {r.stderr[-300:]}")
-    m = re.findall(r"Time taken is (\d+) cycles", r.stdout)
-    cycles = int(m[-1]) if m else 0
-    acc, hops = _last("Accepted flit rate average", r.stdout), _last("Hops average", r.stdout)
-    fh = cycles * k ** n * acc * hops
+    fh, wall = r["flit_hops"], r["wall_s"]
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu, "cycles": cycles, "nodes": k ** n, "accepted_flit_rate": acc,
-            "hops_avg": hops, "flit_hops": fh, "flit_hops_per_s": fh / wall, "flit_hops_per_cpu_s": fh / cpu}
+    return {"wall_s": wall, "cpu_s": cpu, "cycles": r["cycles"], "nodes": load_config(cfg, overrides).nodes,
+            "accepted_flit_rate": r["accepted_flit_rate"], "hops_avg": r["hops_avg"], "flit_hops": fh,
+            "flit_hops_per_s": fh / wall, "flit_hops_per_cpu_s": fh / cpu}
 
 
 def one(name, n_gpus, size, policy, engine="fast"):
@@ -222,7 +198,8 @@ def main():
             "numba": sim.HAVE_NUMBA, "loadavg_start": load0,
             "note": "the event loop runs on the host CPU (numba); the GPU is not used by the simulator"}
     print(json.dumps(info))
-    binary = find_booksim(a.booksim)
+    from validate_booksim import find_booksim
+    binary = Path(a.booksim) if a.booksim else find_booksim()
     if binary is None:
         print("BookSim2 not found: no side-by-side ratio (give --booksim PATH)")
     info["booksim"] = None if binary is None else str(binary)
