@@ -164,15 +164,6 @@ def main(out_dir=None):
     return res
 
 
-def _out_dir(argv=None):
-    """``--out DIR``: write every output into DIR instead of the clone's folders."""
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None, metavar="DIR",
-                    help="write the JSON and the plot into DIR (default: results/pk/ and experiments/data/)")
-    a = ap.parse_args(argv)
-    return None if a.out is None else Path(a.out)
-
-
 if __name__ == "__main__":
-    main(_out_dir())
+    from script_args import out_dir
+    main(out_dir(__doc__, "results/pk/ and experiments/data/"))
