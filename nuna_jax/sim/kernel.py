@@ -52,6 +52,22 @@ ISS_MASK = (1 << 37) - 1  # issuer bits of that state (phase + 1 < 2**24, checke
 
 
 @_jit_inline
+def _record(rec, rec_n, rec_cap, rec_t, f, r, start, svc, t):
+    """Append one service ``(flit, resource, start ps, service ps)`` to the trace records ``rec`` while
+    they have room; past ``rec_cap`` keep the event time ``t`` of the first service left out (``rec_t``,
+    where the trace is cut; ``simulate --trace``).  Returns ``(rec_n, rec_t)``."""
+    if rec_n < rec_cap:
+        rec[rec_n, 0] = f
+        rec[rec_n, 1] = r
+        rec[rec_n, 2] = start
+        rec[rec_n, 3] = svc
+        return rec_n + 1, rec_t
+    if rec_cap > 0 and rec_t < 0:
+        return rec_n, t
+    return rec_n, rec_t
+
+
+@_jit_inline
 def _hpush(h, n, key, s, w):
     """Push record ``(key, s, w)`` on the binary min-heap ``h[:n]`` (by key); returns ``n + 1``."""
     i = n
@@ -326,14 +342,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
             res_state[r, 0] = t + svc
             res_state[r, 1] += svc
             issue_ps[f] = t
-            if rec_n < rec_cap:
-                rec[rec_n, 0] = f
-                rec[rec_n, 1] = r
-                rec[rec_n, 2] = t
-                rec[rec_n, 3] = svc
-                rec_n += 1
-            elif rec_cap > 0 and rec_t < 0:
-                rec_t = t
+            rec_n, rec_t = _record(rec, rec_n, rec_cap, rec_t, f, r, t, svc, t)
             out[i] += 1
             ptr[i] = f + 1
             inj += 1
@@ -400,14 +409,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
         res_state[r, 0] = start + svc
         res_state[r, 1] += svc
         hops += 1
-        if rec_n < rec_cap:
-            rec[rec_n, 0] = f
-            rec[rec_n, 1] = r
-            rec[rec_n, 2] = start
-            rec[rec_n, 3] = svc
-            rec_n += 1
-        elif rec_cap > 0 and rec_t < 0:
-            rec_t = t
+        rec_n, rec_t = _record(rec, rec_n, rec_cap, rec_t, f, r, start, svc, t)
         if fg & F_MARK:
             store_ps[f] = start + smark[e]
         nxt = start + svc + stg[e, 2]
@@ -420,14 +422,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
             res_state[r, 1] += svc                         # free time untouched: another flit may visit r
             #                                                as a real event, in its own (later) time order
             hops += 1
-            if rec_n < rec_cap:
-                rec[rec_n, 0] = f
-                rec[rec_n, 1] = r
-                rec[rec_n, 2] = start
-                rec[rec_n, 3] = svc
-                rec_n += 1
-            elif rec_cap > 0 and rec_t < 0:
-                rec_t = t
+            rec_n, rec_t = _record(rec, rec_n, rec_cap, rec_t, f, r, start, svc, t)
             if fg & F_MARK:
                 store_ps[f] = start + smark[e]
             nxt = start + svc + stg[e, 2]
