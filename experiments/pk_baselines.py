@@ -304,8 +304,23 @@ def nuna_block():
     out["gemm+rs_N32768"] = {"ratio": r["ratio"], "policies": r["policies"]}
     r = PN.compare_policies(hw, "ring-attention", seq_len=24576, batch=16, heads=16, head_dim=128, tbs_per_gpu="best")
     out["ring_attention_L24576"] = {"ratio": r["ratio"], "policies": r["policies"]}
+    out["size_probe"] = nuna_size_probe(hw)
     out["wall_s"] = time.time() - t0
     return out
+
+
+def nuna_size_probe(hw, sizes=(8 * 4 * 2 ** 20, 8 * 48 * 2 ** 20), tbs=112):
+    """A sense check of the Ring Attention row's UA / NAP+NAR < 1: the same All-Gather (ring and
+    direct plans) at smaller buffers, 112 threadblocks per GPU (the 'best' count of the rows
+    above), T_comm from the path model under each policy."""
+    from nuna_jax import pk_nuna as PN
+    rows = []
+    for alg in ("ring", "direct"):
+        for size in sizes:
+            t = {p: PN.policy_comm_ns(hw.system, "allgather", size, p, alg, tbs)[0] for p in ("ua", "nap+nar")}
+            rows.append({"algorithm": alg, "size_bytes": size, "ua_us": t["ua"] / 1e3,
+                         "nap_nar_us": t["nap+nar"] / 1e3, "ua_over_nap_nar": t["ua"] / t["nap+nar"]})
+    return {"collective": "allgather", "tbs_per_gpu": tbs, "rows": rows}
 
 
 def plot(d, path):
@@ -390,6 +405,9 @@ def main(argv=None):
         (data_dir / "pk_nuna.json").write_text(json.dumps(nu, indent=1, default=float))
         print(f"NUNA: GEMM+RS UA/NAP+NAR {nu['gemm+rs_N32768']['ratio']:.3f}, ring attention "
               f"{nu['ring_attention_L24576']['ratio']:.3f} ({nu['wall_s']:.0f} s)")
+        for r in nu["size_probe"]["rows"]:
+            print(f"  allgather {r['algorithm']} {r['size_bytes'] / 2 ** 20:.0f} MiB: UA {r['ua_us']:.1f} us, "
+                  f"NAP+NAR {r['nap_nar_us']:.1f} us, UA / NAP+NAR {r['ua_over_nap_nar']:.3f}")
 
 
 if __name__ == "__main__":
