@@ -18,7 +18,9 @@ constant, from Fig. 4, and enters no row below except through the fused GEMM+RS 
    All-to-All + grouped GEMM, tokens 2^10..2^17; imbalance 1 (uniform routing).
 7. TMA vs copy engine: AG+GEMM (N x N/8 x N) PK's TMA inter-SM kernel vs the same fused kernel
    with copy-engine transfers (intra-SM: all SMs compute), N = 4096..65536.
-8. (``--nuna``; minutes) NUNA meets PK: GEMM+RS (N = 32768) and a Ring Attention layer on the
+8. The departing rows against PK's own numbers (``paper_consistency``: what each would need,
+   from Table 3's GEMM time, Figs. 4 and 6 and the 450 GB/s link; enters no prediction).
+9. (``--nuna``; minutes) NUNA meets PK: GEMM+RS (N = 32768) and a Ring Attention layer on the
    NUNA Table-2 socket, T_comm from the NUNA path model under UA and NAP+NAR ->
    experiments/data/pk_nuna.json.
 
@@ -189,6 +191,109 @@ def tma_vs_ce():
     return {"rows": rows, "ratio_min": min(r), "ratio_max": max(r)}
 
 
+# --------------------------------------------------------------------------- the paper against itself
+#: PK's own numbers the checks below combine (shared/reference/parallelkittens-numbers.md)
+PK_T3_GEMM_K4096_MS = 11.78     # Table 3: 32768 x 32768 x 4096 GEMM alone = GEMM+RS/GEMM+AR's local GEMM at N = 32768
+PK_FIG4_AR_NO_OVERLAP = 450.9   # Fig. 4: GEMM+AR, no overlap (TFLOP/s), N = 32768
+PK_LINK_GBPS = 450.0            # NVLink 4, per direction (PK 2.1)
+
+
+def _affine_ratio_turns(seq):
+    """Number of direction changes of a sequence (a ratio of two ``a + S/b`` times has none)."""
+    d = [b - a for a, b in zip(seq, seq[1:]) if b != a]
+    return sum(1 for x, y in zip(d, d[1:]) if (x > 0) != (y > 0))
+
+
+def paper_consistency(d):
+    """What the departing rows would need, from PK's own numbers and the stated hardware; the
+    arithmetic of docs/kernel_model.md ("Where the rows depart"), so that it is reproducible.
+    Nothing here enters a prediction."""
+    hw = kernel_preset("h100")
+    n, P = 32768.0, 8
+    S = 2.0 * n * n                                  # bytes: the N x N bf16 buffer (2 GiB)
+    F = 2.0 * n * n * n / P                          # FLOP of the local GEMM (all three kernels)
+    tf = lambda ms: F / (ms * 1e-3) / 1e12          # noqa: E731
+    link_ms = (P - 1) / P * S / PK_LINK_GBPS / 1e6   # the gather / scatter at the full link rate
+    out = {"inputs": {"pk_table3_gemm_k4096_ms": PK_T3_GEMM_K4096_MS, "pk_fig4_gemm_ar_no_overlap_tflops":
+                      PK_FIG4_AR_NO_OVERLAP, "link_gbps": PK_LINK_GBPS, "buffer_bytes": S, "gemm_flop": F}}
+    # 1. AG+GEMM and GEMM+RS: a sequential GEMM then collective cannot beat GEMM + (P-1)/P S / link
+    bound = tf(PK_T3_GEMM_K4096_MS + link_ms)
+    seq = {"collective_at_link_ms": link_ms, "max_sequential_tflops": bound}
+    for op, pv in (("ag+gemm", PAPER_CUBLAS_NCCL["ag+gemm"]), ("gemm+rs", PAPER_CUBLAS_NCCL["gemm+rs"])):
+        t_ms = F / (pv * 1e12) * 1e3
+        seq[op] = {"paper_tflops": pv, "paper_total_ms": t_ms,
+                   "collective_left_ms": t_ms - PK_T3_GEMM_K4096_MS,
+                   "collective_gbps_implied": (P - 1) / P * S / ((t_ms - PK_T3_GEMM_K4096_MS) * 1e6),
+                   "gemm_tflops_needed_at_link": tf(t_ms - link_ms),
+                   "ours_tflops": _dig_f(d, "cublas_nccl", op, "tflops")}
+    out["cublas_nccl_ag_rs"] = seq
+    # 2. GEMM+AR: Fig. 9's 317 against Fig. 6 (PK AR / NCCL at the same 2 GiB = 1.07) and Fig. 4
+    t_no = F / (PK_FIG4_AR_NO_OVERLAP * 1e12) * 1e3
+    ar_no = t_no - PK_T3_GEMM_K4096_MS
+    fig6 = PAPER_AR["h100"][32768]
+    t_317 = F / (PAPER_CUBLAS_NCCL["gemm+ar"] * 1e12) * 1e3
+    out["cublas_nccl_ar"] = {
+        "paper_tflops": PAPER_CUBLAS_NCCL["gemm+ar"], "paper_total_ms": t_317,
+        "nccl_ar_ms_implied_by_317": t_317 - PK_T3_GEMM_K4096_MS,
+        "nccl_ar_algbw_gbps_implied_by_317": S / ((t_317 - PK_T3_GEMM_K4096_MS) * 1e6),
+        "fig4_no_overlap_ar_ms": ar_no,
+        "nccl_ar_ms_from_fig4_and_fig6": fig6 * ar_no,
+        "cublas_nccl_tflops_from_fig4_and_fig6": tf(PK_T3_GEMM_K4096_MS + fig6 * ar_no),
+        "cublas_nccl_tflops_if_fig4_used_nccl": PK_FIG4_AR_NO_OVERLAP,
+        "nccl_over_pk_ar_needed_by_317": (t_317 - PK_T3_GEMM_K4096_MS) / ar_no,
+        "ours_tflops": _dig_f(d, "cublas_nccl", "gemm+ar", "tflops")}
+    # 3. All-Reduce vs NCCL: a ratio of two (latency + bytes / bandwidth) times is monotone in size
+    rows = {r["N"]: r for r in d["allreduce_vs_nccl"]["h100"] if r["variant"] == "nccl"}
+    paper = [PAPER_AR["h100"][k] for k in sorted(PAPER_AR["h100"])]
+    r2 = rows[2048]
+    b4 = {r["N"]: r for r in d["allreduce_vs_nccl"]["b200"] if r["variant"] == "nccl"}[4096]
+    b200_reg_floor_us = 1.125 * b4["bytes"] / kernel_preset("b200").reg_bw_bytes_per_ns / 1e3
+    out["allreduce"] = {
+        "paper_h100": paper, "paper_direction_changes": _affine_ratio_turns(paper),
+        "ours_h100": [rows[k]["speedup"] for k in sorted(rows)],
+        "ours_direction_changes": _affine_ratio_turns([rows[k]["speedup"] for k in sorted(rows)]),
+        "h100_2048": {"ours_nccl_us": r2["nccl_us"], "ours_pk_us": r2["pk_us"],
+                      "nccl_us_for_paper_ratio_at_our_pk": PAPER_AR["h100"][2048] * r2["pk_us"],
+                      "pk_us_for_paper_ratio_at_our_nccl": r2["nccl_us"] / PAPER_AR["h100"][2048]},
+        "b200_4096": {"ours_nccl_us": b4["nccl_us"], "ours_pk_us": b4["pk_us"],
+                      "pk_register_floor_us": b200_reg_floor_us,
+                      "nccl_us_needed_at_pk_floor": PAPER_AR["b200"][4096] * b200_reg_floor_us,
+                      "nccl_nvls_algbw_gbps_needed": b4["bytes"] / (
+                          (PAPER_AR["b200"][4096] * b200_reg_floor_us
+                           - N.algo_latency_us(N.nccl_preset("b200"), "all-reduce", "nvls", "simple")) * 1e3)}}
+    # 4. Ring Attention: the largest speedup is at the shortest sequence (L = 768, the smallest
+    #    multiple PK allows), where PK's kernel is link-bound
+    ra = dict(batch=16, heads=16, head_dim=128, n_gpus=8)
+    L0 = 768
+    kv = 2.0 * 16 * 16 * (L0 / 8) * 128 * 2
+    pk_floor_us = 7 * kv / PK_LINK_GBPS / 1e3
+    x = W.ring_attention_terms(hw, seq_len=L0, design="xdit", **ra)
+    pk = W.ring_attention_terms(hw, seq_len=L0, design="pk", **ra)
+    xdit_needed_us = 4.08 * pk_floor_us
+    cfg = N.nccl_preset("h100")
+    p2p_us = float(N.p2p_time_ns(cfg, kv)) / 1e3
+    xd_us = float(x["total_ns"]) / 1e3
+    out["ring_attention"] = {
+        "L": L0, "kv_block_bytes": kv, "pk_link_floor_us": pk_floor_us, "ours_pk_us": float(pk["total_ns"]) / 1e3,
+        "ours_xdit_us": xd_us, "xdit_us_needed_at_pk_floor": xdit_needed_us,
+        "nccl_send_recv_us": p2p_us,
+        "xdit_extra_per_step_us_needed": (xdit_needed_us - xd_us) / 8.0,
+        "send_recv_gbps_if_transfers_were_all": 7 * kv / (xdit_needed_us * 1e3)}
+    cross = []
+    for L in range(12288, 24576 + 1, 768):
+        cross.append({"L": L, "share": float(W.share_vs_compute_only(hw, "ring-attention", seq_len=L, **ra))})
+    out["ring_attention"]["share_by_L"] = cross
+    below = [c["L"] for c in cross if c["share"] <= 0.09]
+    out["ring_attention"]["first_L_at_or_below_9pct"] = below[0] if below else None
+    return out
+
+
+def _dig_f(d, *keys):
+    for k in keys:
+        d = (d or {}).get(k)
+    return None if d is None else float(d)
+
+
 def nuna_block():
     from nuna_jax import pk_nuna as PN
     hw = kernel_preset("nuna-table2")
@@ -199,8 +304,23 @@ def nuna_block():
     out["gemm+rs_N32768"] = {"ratio": r["ratio"], "policies": r["policies"]}
     r = PN.compare_policies(hw, "ring-attention", seq_len=24576, batch=16, heads=16, head_dim=128, tbs_per_gpu="best")
     out["ring_attention_L24576"] = {"ratio": r["ratio"], "policies": r["policies"]}
+    out["size_probe"] = nuna_size_probe(hw)
     out["wall_s"] = time.time() - t0
     return out
+
+
+def nuna_size_probe(hw, sizes=(8 * 4 * 2 ** 20, 8 * 48 * 2 ** 20), tbs=112):
+    """A sense check of the Ring Attention row's UA / NAP+NAR < 1: the same All-Gather (ring and
+    direct plans) at smaller buffers, 112 threadblocks per GPU (the 'best' count of the rows
+    above), T_comm from the path model under each policy."""
+    from nuna_jax import pk_nuna as PN
+    rows = []
+    for alg in ("ring", "direct"):
+        for size in sizes:
+            t = {p: PN.policy_comm_ns(hw.system, "allgather", size, p, alg, tbs)[0] for p in ("ua", "nap+nar")}
+            rows.append({"algorithm": alg, "size_bytes": size, "ua_us": t["ua"] / 1e3,
+                         "nap_nar_us": t["nap+nar"] / 1e3, "ua_over_nap_nar": t["ua"] / t["nap+nar"]})
+    return {"collective": "allgather", "tbs_per_gpu": tbs, "rows": rows}
 
 
 def plot(d, path):
@@ -255,6 +375,7 @@ def main(argv=None):
     t0 = time.time()
     d = {"nccl": nccl_tables(), "nccl_validation_h200": h200_validation(), "allreduce_vs_nccl": allreduce_curve(),
          "cublas_nccl": cublas_nccl(), "workloads": workloads(), "tma_vs_ce": tma_vs_ce()}
+    d["paper_consistency"] = paper_consistency(d)
     d["wall_s"] = time.time() - t0
     d["plot"] = plot(d, plot_dir / "pk_baselines.png")
     out = data_dir / "pk_baselines.json"
@@ -272,11 +393,21 @@ def main(argv=None):
     for k, v in d["workloads"].items():
         print(f"{k}: speedup {v['speedup_min']:.2f}-{v['speedup_max']:.2f}x, share {v['share_min']:.1%}-{v['share_max']:.1%}")
     print(f"TMA vs CE: {d['tma_vs_ce']['ratio_min']:.2f}-{d['tma_vs_ce']['ratio_max']:.2f}x")
+    pc = d["paper_consistency"]
+    print(f"paper vs itself: sequential GEMM + collective <= {pc['cublas_nccl_ag_rs']['max_sequential_tflops']:.0f} "
+          f"TFLOP/s (PK: 628, 602); Figs. 4+6 give cuBLAS+NCCL GEMM+AR "
+          f"{pc['cublas_nccl_ar']['cublas_nccl_tflops_from_fig4_and_fig6']:.0f} (Fig. 9: 317); ring 4.08x needs xDiT "
+          f">= {pc['ring_attention']['xdit_us_needed_at_pk_floor']:.0f} us at L = 768 (ours "
+          f"{pc['ring_attention']['ours_xdit_us']:.0f}); ring share <= 9% from L = "
+          f"{pc['ring_attention']['first_L_at_or_below_9pct']}")
     if args.nuna:
         nu = nuna_block()
         (data_dir / "pk_nuna.json").write_text(json.dumps(nu, indent=1, default=float))
         print(f"NUNA: GEMM+RS UA/NAP+NAR {nu['gemm+rs_N32768']['ratio']:.3f}, ring attention "
               f"{nu['ring_attention_L24576']['ratio']:.3f} ({nu['wall_s']:.0f} s)")
+        for r in nu["size_probe"]["rows"]:
+            print(f"  allgather {r['algorithm']} {r['size_bytes'] / 2 ** 20:.0f} MiB: UA {r['ua_us']:.1f} us, "
+                  f"NAP+NAR {r['nap_nar_us']:.1f} us, UA / NAP+NAR {r['ua_over_nap_nar']:.3f}")
 
 
 if __name__ == "__main__":

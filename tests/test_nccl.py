@@ -150,6 +150,21 @@ def test_p2p_and_alltoall_by_hand():
     assert close(N.alltoall_time_ns(H100, S), 1000 * t_us(11.8, 360.0, 7 / 8 * S))
 
 
+@pytest.mark.parametrize("gpu,link_gbps", [("h100", 450.0), ("b200", 900.0)])
+def test_gather_and_scatter_never_beat_the_link(gpu, link_gbps):
+    """All-Gather / Reduce-Scatter push (P-1)/P of the buffer through each GPU's port: whatever the
+    tuner picks, its time is at least that at the NVLink rate (PK 2.1: 450 GB/s per direction on
+    H100; 900 on B200).  Ring/Simple sits at 7/8 S / 360 (H100) -- 80% of the link."""
+    cfg = N.nccl_preset(gpu)
+    for e in range(16, 34):
+        S = 2.0 ** e
+        for coll in ("all-gather", "reduce-scatter"):
+            assert float(N.nccl_time_ns(cfg, coll, S)) >= 7 / 8 * S / link_gbps
+    # at 2 GiB the pick is Ring/Simple: 32.2 us + 7/8 x 2^31 / 360 = 5252.1 us on H100
+    if gpu == "h100":
+        assert close(N.nccl_time_ns(cfg, "all-gather", 2.0 ** 31), 1000 * (8.4 + 7 * 3.4) + 7 / 8 * 2 ** 31 / 360)
+
+
 def test_bad_inputs_name_the_field():
     with pytest.raises(ValueError, match="n_ranks"):
         N.NcclConfig(n_ranks=1)

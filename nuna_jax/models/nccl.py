@@ -16,7 +16,10 @@ and NVLS-Tree; the arrays are indexed Volta / Ampere / Hopper and a Blackwell GP
 Hopper row, ``compCapIndex = minCompCap >= 90 ? HOPPER``).  The name of the array in that file is
 given beside each constant.  Only ``nNodes == 1`` (one NVSwitch box, the PK setting) is modelled:
 the network terms (``hwLat[NET]``, ``latencyInter``, ``netOverhead``, the ring plateau factor)
-are then unused.
+are then unused.  PK ran NCCL 2.27.3 (PyTorch 2.8.0 pins ``nvidia-nccl-cu12==2.27.3``); the
+single-node constants that differ in the 2.23+ tables (Tree/Simple latency, NVLS ``hwLat`` 25 us,
+the Ring/LL cap) change none of the tuner's picks at PK's sizes (docs/kernel_model.md, "Which NCCL
+PK ran").
 
 **Inputs that are not tuning constants** (the topology NCCL's graph search finds, in
 :class:`NcclConfig`): the number of channels and the per-channel bandwidth of the ring/tree graph
