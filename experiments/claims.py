@@ -599,6 +599,7 @@ def pk_baseline_rows(S: Sources) -> list[Row]:
     out: list[Row] = []
     add = out.append
     d, src = S.get("pk_baselines.json"), S.src("pk_baselines.json")
+    pc = _dig(d, "paper_consistency") or {}     # what each departing row needs, from the paper's own figures
     w = "experiments/pk_baselines.py"
     m = "kernel model + NCCL tuner"
     flux = ("Flux, CUTLASS and Triton-Distributed are not modelled: the notes say only that they move data with "
@@ -634,10 +635,17 @@ def pk_baseline_rows(S: Sources) -> list[Row]:
                      f"All-Reduce; with NVLS off it picks {_dig(r, 'nccl_no_nvls', 'nccl_pick')}, "
                      f"{_dig(r, 'nccl_no_nvls', 'tflops') or 0:.0f} TFLOP/s; the paper's 317 implies an NCCL "
                      "All-Reduce at ~135 GB/s algorithm bandwidth, below any algorithm NCCL's own tuning tables give "
-                     "this box" if op == "gemm+ar" else
-                     "the paper's figure leaves the collective ~2.2 ms (AG+GEMM) / ~2.8 ms (GEMM+RS) after our "
-                     "742 TFLOP/s GEMM, i.e. 7/8 x 2 GiB at 680-870 GB/s per GPU, above NVLink's 450 GB/s: either "
-                     "cuBLAS ran faster than our gemm_eff or the baseline overlapped partly")))
+                     f"this box; the paper's own Fig. 4 (no-overlap GEMM+AR {_dig(pc, 'inputs', 'pk_fig4_gemm_ar_no_overlap_tflops') or 0:.1f} "
+                     "TFLOP/s) and Fig. 6 (PK's All-Reduce 1.07x NCCL's at the same 2 GiB) give cuBLAS+NCCL "
+                     f"{_dig(pc, 'cublas_nccl_ar', 'cublas_nccl_tflops_from_fig4_and_fig6') or 0:.0f} TFLOP/s; 317 needs NCCL "
+                     f"{_dig(pc, 'cublas_nccl_ar', 'nccl_over_pk_ar_needed_by_317') or 0:.2f}x slower than PK's All-Reduce "
+                     "(pk_baselines.json paper_consistency)" if op == "gemm+ar" else
+                     f"PK's own GEMM at this shape takes {_dig(pc, 'inputs', 'pk_table3_gemm_k4096_ms') or 0:.2f} ms (Table 3) "
+                     "and 7/8 x 2 GiB through the 450 GB/s port at least "
+                     f"{_dig(pc, 'cublas_nccl_ag_rs', 'collective_at_link_ms') or 0:.2f} ms, so no sequential GEMM-then-"
+                     f"collective exceeds {_dig(pc, 'cublas_nccl_ag_rs', 'max_sequential_tflops') or 0:.0f} TFLOP/s; the "
+                     f"paper's figure needs a {_dig(pc, 'cublas_nccl_ag_rs', op, 'gemm_tflops_needed_at_link') or 0:.0f} "
+                     "TFLOP/s GEMM or partial overlap")))
     add(Row("PK 4 (Fig. 7)", "AG+GEMM N = 32768: Flux 662 TFLOP/s", 662.0, would="none: " + flux))
     add(Row("PK 4 (Fig. 8)", "GEMM+RS N = 32768: Flux 744, CUTLASS 431, Triton-Distributed 510 TFLOP/s", 744.0,
             would="none: " + flux))
@@ -653,7 +661,12 @@ def pk_baseline_rows(S: Sources) -> list[Row]:
                     paper[n], r.get("speedup"), src, m, would=w,
                     why=(f"NCCL's tuner picks {r.get('nccl_pick')} ({r.get('nccl_us', 0):.1f} us); PK's kernel is the "
                          f"kernel model's in-fabric All-Reduce ({r.get('pk_us', 0):.1f} us, 4 us of it our assumed "
-                         "launch); at 8 MiB NVLS's 23 us hwLat is most of NCCL's time" if r else "")))
+                         "launch); at 8 MiB NVLS's 23 us hwLat is most of NCCL's time; a ratio of two latency + "
+                         "bandwidth times is monotone in size, the paper's H100 ratios turn "
+                         f"{_dig(pc, 'allreduce', 'paper_direction_changes')} times"
+                         + (f"; 1.66 needs NCCL's NVLS at <= {_dig(pc, 'allreduce', 'b200_4096', 'nccl_nvls_algbw_gbps_needed') or 0:.0f} "
+                            "GB/s against the tuner's 600, since PK's kernel cannot beat its measured register-op rate"
+                            if (gpu, n) == ("b200", 4096) else "") if r else "")))
     add(Row("PK tradeoff 3", "NVLink access latency up to 4.5x lower than NVSHMEM's; ~20 GB/s more bandwidth", 4.5,
             would="none: the notes name NVSHMEM's costs (a global-memory load of the peer address per access, a "
                   "__syncthreads per group) but time neither, and no model here has NVSHMEM"))
@@ -661,13 +674,19 @@ def pk_baseline_rows(S: Sources) -> list[Row]:
         add(Row("PK 4 (Fig. 10)", f"Ring Attention over xDiT, {end} end of 1.07-4.08x", pv, ring.get(key), src, m,
                 would=w, why=f"sweep {seqs}; " + ("xDiT per step: NCCL send/recv on another stream beside "
                                                   "FlashAttention (NCCL holding one SM per channel) and a merge "
-                                                  "kernel; the high end is the abstract's 4.08x row"
+                                                  "kernel; at L = 768 PK's kernel is link-bound (>= "
+                                                  f"{_dig(pc, 'ring_attention', 'pk_link_floor_us') or 0:.0f} us), so 4.08x "
+                                                  f"needs xDiT >= {_dig(pc, 'ring_attention', 'xdit_us_needed_at_pk_floor') or 0:.0f} us "
+                                                  f"(ours {_dig(pc, 'ring_attention', 'ours_xdit_us') or 0:.0f}): >= "
+                                                  f"{_dig(pc, 'ring_attention', 'xdit_extra_per_step_us_needed') or 0:.0f} us more "
+                                                  "per step that the notes do not price"
                                                   if end == "high" else "at long sequences both are compute-bound")))
     add(Row("PK 4 (Fig. 10)", "Ring Attention: non-overlapped communication 9%", 0.09, ring.get("share_min"), src, m,
             "{:.1%}", would=w,
             why=f"our smallest share over the sweep ({seqs}), Table 3's definition (fused time over attention "
                 "alone); at long sequences our fused kernel hides the KV transfers behind the attention on "
-                "129-132 SMs, so only a few % remain"))
+                "129-132 SMs, so only a few % remain; the share is 9-11.5 % at L = 15360-20736 (the "
+                "communication SMs' share): the row depends on the longest L PK ran, which the notes do not give"))
     for end, pv, key in (("low", 1.01, "speedup_min"), ("high", 1.39, "speedup_max")):
         add(Row("PK 4 (Fig. 11)", f"DeepSpeed-Ulysses over YunChang, {end} end of 1.01-1.39x", pv, uly.get(key), src,
                 m, would=w, why=f"sweep {seqs}; YunChang: a reshape copy before and after each of 4 NCCL "
@@ -679,8 +698,8 @@ def pk_baseline_rows(S: Sources) -> list[Row]:
     add(Row("PK 4 (Fig. 12)", "MoE dispatch + GEMM: non-overlapped communication 15%", 0.15, moe.get("share_min"),
             src, m, "{:.1%}", would=w,
             why="our smallest share over tokens 2^10-2^17 (uniform routing): the expert GEMM is 2.2x the dispatch, so "
-                "the pipeline over 32 experts per GPU leaves fill, sync and launch; load imbalance (a parameter) is "
-                "not in the notes"))
+                "the pipeline over 32 experts per GPU leaves fill, sync and launch (8-13 % from 8192 tokens); PK's "
+                "token count and load imbalance (a parameter) are not in the notes"))
     tc = _dig(d, "tma_vs_ce") or {}
     for end, pv, key in (("low", 0.97, "ratio_min"), ("high", 7.39, "ratio_max")):
         add(Row("PK tradeoff 1", f"TMA over copy-engine kernels for fine-grained transfers, {end} end of 0.97-7.39x",
