@@ -1,7 +1,8 @@
 """The placement search beside its equal-budget baselines, case by case.
 
 Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
-``optim.optimize`` once: the search (descent + rounding + local search) and the four baselines
+``optim.optimize`` once: the search (descent, ``--estimator``: ``score`` by default, or
+``straight_through``; rounding; local search) and the four baselines
 (``random``, ``local_search`` = Algorithm 1 + the local search, ``annealing``, ``no_descent``
 = the same pipeline without the descent), each with ``--budget`` path-model evaluations and 3
 simulator calls; NAP+NAR and UA simulated as references.  Every (case, seed) is one job; jobs
@@ -19,7 +20,8 @@ table: simulated ns, mean over seeds, and each seed) and ``OUT/optim_grid.png`` 
 NAP+NAR / x for the search and every baseline; ``--plot JSON`` redraws it).
 
     python experiments/optim_grid.py --quick --jobs 2 --out experiments/out/optim_grid_quick
-    python experiments/optim_grid.py --jobs 16 --out experiments/out/optim_grid
+    python experiments/optim_grid.py --jobs 16 --budget 800 --budget-large 300 --msccl-dir DIR \
+        --cases 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,19,20,21,22,23,24,25 --out OUT   # 16 CPUs, one call
 """
 
 from __future__ import annotations
