@@ -18,10 +18,13 @@ Budgets are counts, never the clock (a fixed seed gives the same placement on an
 The search (``descent=True``):
 
 1. NAP+NAR (the all-zero point) is evaluated first (label ``algorithm1``);
-2. the descent (:func:`.point.descend`): ``seeds`` restarts in one ``vmap`` (restart 0 warm on
-   NAP+NAR), ``steps`` Adam steps (by default as many as ``descent_share`` of the budget pays for);
-3. rounding: every restart's argmax (``descent_argmax``) and ``n_samples`` samples
-   (``descent_sample``), repaired and evaluated;
+2. the descent, ``estimator="score"`` (default, :mod:`.score`): Adam on the logits against the
+   score-function gradient of the expected estimate, from batches of sampled points (one
+   evaluation each) until ``descent_share`` of the budget is spent; or ``"straight_through"``
+   (:func:`.point.descend`): ``seeds`` restarts in one ``vmap`` (restart 0 warm on NAP+NAR),
+   ``steps`` Adam steps (by default as many as ``descent_share`` of the budget pays for);
+3. rounding: the argmax (every restart's) (``descent_argmax``) and ``n_samples`` samples
+   (``descent_sample``, as the score descent's own samples), repaired and evaluated;
 4. the local search (:func:`.point.local_search`, gradient-free) from the best ``search_starts``
    distinct evaluated points with the rest of the budget;
 5. the simulator on the best ``n_simulate`` (and NAP+NAR, the reference).
@@ -90,66 +93,82 @@ def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 
     return {"sp": sp, "gid": gid, "ht": ht, "tt": st_tables(s, plan, sp, ht)}
 
 
+def _score_stage(ctx, ev, descent, steps, T, say, kind, rng):
+    """The score-function descent (:mod:`.score`) on ``ev``'s budget, then its argmax and samples
+    evaluated.  Returns (history, descent evaluations, [(est, 0, argmax)], steps taken)."""
+    sp, plan, ssch, seed = ev.sp, ctx["plan"], ctx["score_sched"], ctx["seed"]
+    cls = roles(sp, plan.tb_gpu)
+    hist, units = {}, 0
+    if descent:
+        say("compiled")            # nothing of its own to compile: the estimate is (``optimize``)
+        t0 = time.perf_counter()
+        n0 = ev.n_evals
+        z_own, z_tie, hist = score_descent(ev, cls, np.random.default_rng([seed, 11]),
+                                           n_evals=int(ctx["descent_share"] * ctx["budget"]), sched=ssch)
+        units = ev.n_evals - n0
+        T["descent_s"] = time.perf_counter() - t0
+        say("descended")
+    else:
+        z_own, z_tie = init_score_logits(sp, cls, ssch.warm_logit)
+    t0 = time.perf_counter()
+    argmaxes = []
+    try:
+        xa = score_argmax(sp, cls, z_own, z_tie)
+        argmaxes.append((ev(xa, f"{kind}_argmax"), 0, xa))
+        ev.many(list(score_sample(sp, cls, z_own, z_tie, ctx["n_samples"], rng)), f"{kind}_sample")
+    except BudgetExhausted:
+        pass
+    T["rounding_s"] = time.perf_counter() - t0
+    return hist, units, argmaxes, len(hist.get("mean_ns", ()))
+
+
+def _straight_through_stage(ctx, ev, descent, steps, T, say, kind, rng):
+    """The straight-through descent (``seeds`` restarts in one vmap, :func:`.point.descend`), then
+    every restart's argmax and samples evaluated.  Returns (history, charged evaluations,
+    [(est, restart, argmax)], steps)."""
+    s, sp, B, sched = ctx["s"], ev.sp, ctx["seeds"], ctx["sched"]
+    tt, ht = ctx["prep"]["tt"], ctx["prep"]["ht"]
+    k0, k1 = jax.random.split(jax.random.PRNGKey(ctx["seed"]))
+    zt, zg = init_logits(k0, sp, B)
+    hist, units = {}, 0
+    if descent:
+        units = steps * B * vg_cost(ht)
+        ev.charge(units)
+        sch = sched._replace(steps=int(steps))
+        t0 = time.perf_counter()
+        compiled = _compiled_descent(s, tt, zt, zg, k1, sch)
+        T["compile_s"] = time.perf_counter() - t0
+        say("compiled")
+        t0 = time.perf_counter()
+        zt, zg, hist = compiled(s, tt, zt, zg, k1)
+        zt = jax.block_until_ready(zt)
+        T["descent_s"] = time.perf_counter() - t0
+        say("descended")
+    t0 = time.perf_counter()
+    argmaxes = []
+    try:
+        for b in range(B):
+            xa = argmax_point(sp, zt[b], zg[b])
+            argmaxes.append((ev(xa, f"{kind}_argmax"), b, xa))
+            ev.many(sample_points(sp, zt[b], zg[b], sched.temp1, ctx["n_samples"], rng), f"{kind}_sample")
+    except BudgetExhausted:
+        pass
+    T["rounding_s"] = time.perf_counter() - t0
+    return hist, units, argmaxes, steps
+
+
 def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
-    """Steps 1-4 of the module docstring for one search."""
-    s, plan, P = ctx["s"], ctx["plan"], ctx["prep"]
-    sp, gid, ht, tt = P["sp"], P["gid"], P["ht"], P["tt"]
-    budget, B, sched, seed = ctx["budget"], ctx["seeds"], ctx["sched"], ctx["seed"]
-    ev = Evaluator(s, plan, sp, gid, ht, budget=budget)
+    """Steps 1-4 of the module docstring for one search (the descent and rounding: ``_score_stage`` or
+    ``_straight_through_stage``)."""
+    s, plan, P, seed = ctx["s"], ctx["plan"], ctx["prep"], ctx["seed"]
+    sp = P["sp"]
+    ev = Evaluator(s, plan, sp, P["gid"], P["ht"], budget=ctx["budget"])
     x0 = np.zeros(sp.n_vars, np.int64)
     ev(x0, "algorithm1")
-    key = jax.random.PRNGKey(seed)
-    k0, k1 = jax.random.split(key)
-    hist = {}
-    units = 0
     kind = "descent" if descent else "init"
     rng = np.random.default_rng(seed)
-    if ctx["estimator"] == "score":
-        cls = roles(sp, plan.tb_gpu)
-        ssch = ctx["score_sched"]
-        if descent:
-            t0 = time.perf_counter()
-            share = int(ctx["descent_share"] * budget)
-            z_own, z_tie, hist = score_descent(ev, cls, np.random.default_rng([seed, 11]), n_evals=share, sched=ssch)
-            units = ev.n_evals - 1
-            T["descent_s"] = time.perf_counter() - t0
-            say("compiled")
-            say("descended")
-        else:
-            z_own, z_tie = init_score_logits(sp, cls, ssch.warm_logit)
-        t0 = time.perf_counter()
-        argmaxes = []
-        try:
-            xa = score_argmax(sp, cls, z_own, z_tie)
-            argmaxes.append((ev(xa, f"{kind}_argmax"), 0, xa))
-            ev.many(list(score_sample(sp, cls, z_own, z_tie, ctx["n_samples"], rng)), f"{kind}_sample")
-        except BudgetExhausted:
-            pass
-    else:
-        zt, zg = init_logits(k0, sp, B)
-        if descent:
-            units = steps * B * vg_cost(ht)
-            ev.charge(units)
-            sch = sched._replace(steps=int(steps))
-            t0 = time.perf_counter()
-            compiled = _compiled_descent(s, tt, zt, zg, k1, sch)
-            T["compile_s"] = time.perf_counter() - t0
-            say("compiled")
-            t0 = time.perf_counter()
-            zt, zg, hist = compiled(s, tt, zt, zg, k1)
-            zt = jax.block_until_ready(zt)
-            T["descent_s"] = time.perf_counter() - t0
-            say("descended")
-        t0 = time.perf_counter()
-        argmaxes = []
-        try:
-            for b in range(B):
-                xa = argmax_point(sp, zt[b], zg[b])
-                argmaxes.append((ev(xa, f"{kind}_argmax"), b, xa))
-                ev.many(sample_points(sp, zt[b], zg[b], sched.temp1, ctx["n_samples"], rng), f"{kind}_sample")
-        except BudgetExhausted:
-            pass
-    T["rounding_s"] = time.perf_counter() - t0
+    stage = _score_stage if ctx["estimator"] == "score" else _straight_through_stage
+    hist, units, argmaxes, n_steps = stage(ctx, ev, descent, steps, T, say, kind, rng)
     say("rounded")
     t0 = time.perf_counter()
     starts = [x for _, _, x in ev.best(max(1, ctx["search_starts"]))]
@@ -162,9 +181,7 @@ def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
     T["local_search_s"] = time.perf_counter() - t0
     say("searched")
     best_arg = min(argmaxes, key=lambda r: (r[0], r[1])) if argmaxes else None
-    if ctx["estimator"] == "score":
-        steps = len(hist.get("mean_ns", ()))
-    return {"ev": ev, "descent_units": units, "steps": steps if descent else 0, "history": hist,
+    return {"ev": ev, "descent_units": units, "steps": n_steps if descent else 0, "history": hist,
             "argmax": best_arg, "local_search_trace": traces}
 
 
