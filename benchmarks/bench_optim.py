@@ -1,12 +1,12 @@
-"""Speed of the placement search: the 8-GPU 1 MB All-Gather search (no baselines) with its
-simulator checks, timed end to end, split into tables, compile, descent, rounding, local search
-and simulation.  Two runs in one process: the first pays the compiles (JAX and numba), the
-second shows the warm cost.
+"""Speed of the placement search: the 8-GPU 1 MB All-Gather search with its simulator checks
+(``--baselines``: and the four equal-budget baselines), timed end to end (wall and CPU seconds),
+split into tables, compile, descent, rounding, local search, baselines and simulation.  Two runs in
+one process: the first pays the compiles (JAX and numba), the second shows the warm cost.
 
 ``--vg-cost``: instead, measure one value-and-gradient of the straight-through loss in
 evaluations of one point (both jitted, steady state) beside what ``point.vg_cost`` charges.
 
-    python benchmarks/bench_optim.py [--out benchmarks/out/optim_cpu.json]
+    python benchmarks/bench_optim.py [--budget 800] [--estimator score] [--baselines] [--out benchmarks/out/optim_cpu.json]
     python benchmarks/bench_optim.py --vg-cost [--repeats 5]
 """
 
@@ -61,7 +61,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--tbs", type=int, default=None)
-    ap.add_argument("--budget", type=int, default=300)
+    ap.add_argument("--budget", type=int, default=800)
+    ap.add_argument("--estimator", default="score", choices=("score", "straight_through"))
+    ap.add_argument("--baselines", action="store_true", help="also the four equal-budget baselines")
     ap.add_argument("--vg-cost", action="store_true", help="measure a value-and-grad in forward evaluations")
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args(argv)
@@ -84,20 +86,29 @@ def main(argv=None):
         return 0
     runs = []
     for i in range(2):
-        t0 = time.perf_counter()
-        r = optimize(s, plan, budget=a.budget, steps=a.steps, seeds=a.seeds, baselines=False)
-        wall = time.perf_counter() - t0
-        runs.append({"run": i, "wall_s": wall, "timing_s": r["timing_s"],
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = optimize(s, plan, budget=a.budget, steps=a.steps, seeds=a.seeds, baselines=a.baselines,
+                     estimator=a.estimator)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        runs.append({"run": i, "wall_s": wall, "cpu_s": cpu, "timing_s": r["timing_s"],
                      **{k: r[k] for k in ("simulated_ns", "nap_nar_simulated_ns", "speedup_vs_nap_nar",
                                           "ua_simulated_ns", "source")}})
         print(json.dumps(runs[-1]), flush=True)
     out = {"case": "allgather 1MB, 8 GPUs, tbs " + str(a.tbs or 7), "steps": a.steps, "seeds": a.seeds,
+           "budget": a.budget, "estimator": a.estimator, "baselines": a.baselines,
            "jax_devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
            "python": platform.python_version(), "date_utc": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
            "load_avg": os.getloadavg(), "runs": runs}
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
+    stages = ("tables_s", "compile_s", "descent_s", "rounding_s", "local_search_s", "baselines_s", "simulate_s")
+    print("| run | wall s | CPU s | " + " | ".join(k[:-2] for k in stages) + " | simulated ns | source |")
+    print("|---" * (len(stages) + 5) + "|")
+    for r in runs:
+        print(f"| {'cold' if r['run'] == 0 else 'warm'} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
+              + " | ".join(f"{r['timing_s'].get(k, 0.0):.1f}" for k in stages)
+              + f" | {r['simulated_ns']:.1f} | {r['source']} |")
     print("wrote", a.out)
     return 0
 

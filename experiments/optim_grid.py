@@ -1,7 +1,8 @@
 """The placement search beside its equal-budget baselines, case by case.
 
 Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
-``optim.optimize`` once: the search (descent + rounding + local search) and the four baselines
+``optim.optimize`` once: the search (descent, ``--estimator``: ``score`` by default, or
+``straight_through``; rounding; local search) and the four baselines
 (``random``, ``local_search`` = Algorithm 1 + the local search, ``annealing``, ``no_descent``
 = the same pipeline without the descent), each with ``--budget`` path-model evaluations and 3
 simulator calls; NAP+NAR and UA simulated as references.  Every (case, seed) is one job; jobs
@@ -19,7 +20,8 @@ table: simulated ns, mean over seeds, and each seed) and ``OUT/optim_grid.png`` 
 NAP+NAR / x for the search and every baseline; ``--plot JSON`` redraws it).
 
     python experiments/optim_grid.py --quick --jobs 2 --out experiments/out/optim_grid_quick
-    python experiments/optim_grid.py --jobs 16 --out experiments/out/optim_grid
+    python experiments/optim_grid.py --jobs 16 --budget 800 --budget-large 300 --msccl-dir DIR \
+        --cases 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,19,20,21,22,23,24,25 --out OUT   # 16 CPUs, one call
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYTHONPATH", str(ROOT))   # the spawned workers import this checkout too
+os.environ.setdefault("JAX_PLATFORMS", "cpu")     # many small processes: the path model on CPU, not one GPU each
 
 MSCCL_ENV = "NUNA_OPTIM_MSCCL_DIR"   # --msccl-dir, passed to the spawned workers through the environment
 MSCCL_DEFAULT = ROOT.parent / "shared" / "data" / "msccl"
@@ -90,9 +93,10 @@ def case_budget(case, budget: int, budget_large: int | None, split_gpus: int) ->
     return int(budget_large) if budget_large is not None and (case[4] or 8) > split_gpus else int(budget)
 
 
-def run_case(case, seeds, budget):
+def run_case(case, seeds, budget, estimator="score"):
     """Every seed of one case in one process (the space, its tables and the compiled programs are
-    shared by the seeds): ``optimize`` (search + the four baselines) per seed."""
+    shared by the seeds): ``optimize`` (search + the four baselines) per seed; ``estimator``: the
+    descent's (``score`` or ``straight_through``)."""
     from nuna_jax.optim.driver import optimize, prepare
     t0 = time.perf_counter()
     s, plan = build(case)
@@ -101,7 +105,7 @@ def run_case(case, seeds, budget):
     out = []
     for seed in seeds:
         t1 = time.perf_counter()
-        r = optimize(s, plan, budget=budget, seed=seed, prepared=prep)
+        r = optimize(s, plan, budget=budget, seed=seed, prepared=prep, estimator=estimator)
         run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
                "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
                "nap_nar_estimate_ns": r["nap_nar_estimate_ns"],
@@ -115,9 +119,9 @@ def run_case(case, seeds, budget):
 
 
 def _worker(job):
-    case, seeds, budget = job
+    case, seeds, budget, estimator = job
     try:
-        return run_case(case, seeds, budget)
+        return run_case(case, seeds, budget, estimator)
     except Exception as e:  # report, keep the grid going
         return [{"case": case[0], "seed": sd, "error": f"{type(e).__name__}: {e}"} for sd in seeds]
 
@@ -252,6 +256,8 @@ def main(argv=None):
                     help=f"folder of the MSCCL plan files (default {MSCCL_DEFAULT}); cases whose file is "
                          "missing are skipped with a message")
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
+    ap.add_argument("--estimator", default="score", choices=("score", "straight_through"),
+                    help="the descent's gradient (default score; docs/optim.md)")
     ap.add_argument("--split-gpus", type=int, default=8,
                     help="cases with more GPUs than this (and the 112-threadblock, 10 MB and MSCCL ones) run one job per seed "
                          "(default 8)")
@@ -309,11 +315,11 @@ def main(argv=None):
         b = case_budget(CASES[i], a.budget, a.budget_large, a.split_gpus)
         if ((CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000
                 or CASES[i][2].endswith(".xml")):
-            jobs += [(CASES[i], [sd], b) for sd in range(seeds)]
+            jobs += [(CASES[i], [sd], b, a.estimator) for sd in range(seeds)]
         else:
-            jobs.append((CASES[i], list(range(seeds)), b))
+            jobs.append((CASES[i], list(range(seeds)), b, a.estimator))
     # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
-    jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 8)))
+    jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 112)))   # an MSCCL plan (no tbs) ranks as 112
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "optim_grid.json")
     t0 = time.perf_counter()
@@ -321,7 +327,7 @@ def main(argv=None):
     import subprocess
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    meta = {"budget": a.budget, "budget_large": a.budget_large, "skipped": skipped, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
+    meta = {"estimator": a.estimator, "budget": a.budget, "budget_large": a.budget_large, "skipped": skipped, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
             "cases": [CASES[i][0] for i in idx]}
 
     def dump():

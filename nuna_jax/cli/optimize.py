@@ -47,6 +47,10 @@ def add_parser(sub) -> None:
     p.add_argument("--no-descent", action="store_true",
                    help="the ablation: the same pipeline without the gradient descent")
     p.add_argument("--no-baselines", action="store_true", help="skip the equal-budget baselines")
+    p.add_argument("--estimator", default="score", choices=("score", "straight-through"),
+                   help="the descent's gradient: score (REINFORCE with a baseline over batches of sampled "
+                        "placements, logits tied across GPUs; default) or straight-through (Gumbel-softmax "
+                        "through the smooth estimate)")
     p.add_argument("--straight-through", type=number(0.0, 1.0, what="--straight-through"), default=None, metavar="F",
                    help="evaluate hard Gumbel-max samples (straight-through gradient) from this fraction of "
                         "the descent on (default off)")
@@ -100,7 +104,7 @@ def run(args) -> int:
             r = optimize(s, plan, budget=args.budget, steps=args.steps, seeds=args.seeds,
                          n_candidates=args.candidates, descent=not args.no_descent, baselines=not args.no_baselines,
                          nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
-                         straight_through=args.straight_through)
+                         straight_through=args.straight_through, estimator=args.estimator.replace("-", "_"))
     pl = r.pop("placement")
     r = _finite_or_none(r)
     if args.save:
@@ -111,7 +115,7 @@ def run(args) -> int:
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
                 "tbs_chosen_by": nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"], "seeds": args.seeds,
-                "seed": args.seed, "descent": not args.no_descent,
+                "seed": args.seed, "descent": not args.no_descent, "estimator": args.estimator.replace("-", "_"),
                 "saved": args.save, **system_labels(args, s)})
     if args.json:
         emit_json(out)

@@ -18,10 +18,13 @@ Budgets are counts, never the clock (a fixed seed gives the same placement on an
 The search (``descent=True``):
 
 1. NAP+NAR (the all-zero point) is evaluated first (label ``algorithm1``);
-2. the descent (:func:`.point.descend`): ``seeds`` restarts in one ``vmap`` (restart 0 warm on
-   NAP+NAR), ``steps`` Adam steps (by default as many as ``descent_share`` of the budget pays for);
-3. rounding: every restart's argmax (``descent_argmax``) and ``n_samples`` samples
-   (``descent_sample``), repaired and evaluated;
+2. the descent, ``estimator="score"`` (default, :mod:`.score`): Adam on the logits against the
+   score-function gradient of the expected estimate, from batches of sampled points (one
+   evaluation each) until ``descent_share`` of the budget is spent; or ``"straight_through"``
+   (:func:`.point.descend`): ``seeds`` restarts in one ``vmap`` (restart 0 warm on NAP+NAR),
+   ``steps`` Adam steps (by default as many as ``descent_share`` of the budget pays for);
+3. rounding: the argmax (every restart's) (``descent_argmax``) and ``n_samples`` samples
+   (``descent_sample``, as the score descent's own samples), repaired and evaluated;
 4. the local search (:func:`.point.local_search`, gradient-free) from the best ``search_starts``
    distinct evaluated points with the rest of the budget;
 5. the simulator on the best ``n_simulate`` (and NAP+NAR, the reference).
@@ -46,9 +49,10 @@ from ..lowering import build_traffic
 from ..models.contention import smooth_estimate_ns
 from ..placement import place
 from ..sim import simulate_batch
-from .point import (BudgetExhausted, Evaluator, Schedule, _descend, annealing, argmax_point, init_logits,
+from .point import (EVAL_BATCH, BudgetExhausted, Evaluator, Schedule, _descend, annealing, argmax_point, init_logits,
                     local_search, random_search, sample_points, st_tables, vg_cost)
-from .space import check_point, hard_table, hard_traffic, make_space, repair
+from .score import ScoreSchedule, init_score_logits, roles, score_argmax, score_descent, score_sample
+from .space import check_point, estimate_points, hard_table, hard_traffic, make_space, repair
 
 __all__ = ["optimize", "prepare", "KEYS", "BASELINES", "vg_cost", "OPTIMIZE_STEPS"]
 
@@ -89,19 +93,44 @@ def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 
     return {"sp": sp, "gid": gid, "ht": ht, "tt": st_tables(s, plan, sp, ht)}
 
 
-def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
-    """Steps 1-4 of the module docstring for one search."""
-    s, plan, P = ctx["s"], ctx["plan"], ctx["prep"]
-    sp, gid, ht, tt = P["sp"], P["gid"], P["ht"], P["tt"]
-    budget, B, sched, seed = ctx["budget"], ctx["seeds"], ctx["sched"], ctx["seed"]
-    ev = Evaluator(s, plan, sp, gid, ht, budget=budget)
-    x0 = np.zeros(sp.n_vars, np.int64)
-    ev(x0, "algorithm1")
-    key = jax.random.PRNGKey(seed)
-    k0, k1 = jax.random.split(key)
+def _score_stage(ctx, ev, descent, steps, T, say, kind, rng):
+    """The score-function descent (:mod:`.score`) on ``ev``'s budget, then its argmax and samples
+    evaluated.  Returns (history, descent evaluations, [(est, 0, argmax)], steps taken)."""
+    sp, plan, ssch, seed = ev.sp, ctx["plan"], ctx["score_sched"], ctx["seed"]
+    cls = roles(sp, plan.tb_gpu)
+    hist, units = {}, 0
+    if descent:
+        say("compiled")            # nothing of its own to compile: the estimate is (``optimize``)
+        t0 = time.perf_counter()
+        n0 = ev.n_evals
+        z_own, z_tie, hist = score_descent(ev, cls, np.random.default_rng([seed, 11]),
+                                           n_evals=int(ctx["descent_share"] * ctx["budget"]), sched=ssch)
+        units = ev.n_evals - n0
+        T["descent_s"] = time.perf_counter() - t0
+        say("descended")
+    else:
+        z_own, z_tie = init_score_logits(sp, cls, ssch.warm_logit)
+    t0 = time.perf_counter()
+    argmaxes = []
+    try:
+        xa = score_argmax(sp, cls, z_own, z_tie)
+        argmaxes.append((ev(xa, f"{kind}_argmax"), 0, xa))
+        ev.many(list(score_sample(sp, cls, z_own, z_tie, ctx["n_samples"], rng)), f"{kind}_sample")
+    except BudgetExhausted:
+        pass
+    T["rounding_s"] = time.perf_counter() - t0
+    return hist, units, argmaxes, len(hist.get("mean_ns", ()))
+
+
+def _straight_through_stage(ctx, ev, descent, steps, T, say, kind, rng):
+    """The straight-through descent (``seeds`` restarts in one vmap, :func:`.point.descend`), then
+    every restart's argmax and samples evaluated.  Returns (history, charged evaluations,
+    [(est, restart, argmax)], steps)."""
+    s, sp, B, sched = ctx["s"], ev.sp, ctx["seeds"], ctx["sched"]
+    tt, ht = ctx["prep"]["tt"], ctx["prep"]["ht"]
+    k0, k1 = jax.random.split(jax.random.PRNGKey(ctx["seed"]))
     zt, zg = init_logits(k0, sp, B)
-    hist = {}
-    units = 0
+    hist, units = {}, 0
     if descent:
         units = steps * B * vg_cost(ht)
         ev.charge(units)
@@ -115,9 +144,7 @@ def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
         zt = jax.block_until_ready(zt)
         T["descent_s"] = time.perf_counter() - t0
         say("descended")
-    kind = "descent" if descent else "init"
     t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
     argmaxes = []
     try:
         for b in range(B):
@@ -127,6 +154,21 @@ def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
     except BudgetExhausted:
         pass
     T["rounding_s"] = time.perf_counter() - t0
+    return hist, units, argmaxes, steps
+
+
+def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
+    """Steps 1-4 of the module docstring for one search (the descent and rounding: ``_score_stage`` or
+    ``_straight_through_stage``)."""
+    s, plan, P, seed = ctx["s"], ctx["plan"], ctx["prep"], ctx["seed"]
+    sp = P["sp"]
+    ev = Evaluator(s, plan, sp, P["gid"], P["ht"], budget=ctx["budget"])
+    x0 = np.zeros(sp.n_vars, np.int64)
+    ev(x0, "algorithm1")
+    kind = "descent" if descent else "init"
+    rng = np.random.default_rng(seed)
+    stage = _score_stage if ctx["estimator"] == "score" else _straight_through_stage
+    hist, units, argmaxes, n_steps = stage(ctx, ev, descent, steps, T, say, kind, rng)
     say("rounded")
     t0 = time.perf_counter()
     starts = [x for _, _, x in ev.best(max(1, ctx["search_starts"]))]
@@ -139,7 +181,7 @@ def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
     T["local_search_s"] = time.perf_counter() - t0
     say("searched")
     best_arg = min(argmaxes, key=lambda r: (r[0], r[1])) if argmaxes else None
-    return {"ev": ev, "descent_units": units, "steps": steps if descent else 0, "history": hist,
+    return {"ev": ev, "descent_units": units, "steps": n_steps if descent else 0, "history": hist,
             "argmax": best_arg, "local_search_trace": traces}
 
 
@@ -148,7 +190,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
              n_simulate: int = 3, descent: bool = True, baselines: bool = True, descent_share: float = 0.5,
              search_starts: int = 2, nar_granularity: int | None = None, seed: int = 0, progress=None,
              sched: Schedule | None = None, search_budget_s: float | None = None, baseline: bool | None = None,
-             search_evals: int | None = None, prepared=None, straight_through: float | None = None) -> dict:
+             search_evals: int | None = None, prepared=None, straight_through: float | None = None,
+             estimator: str = "score", score_sched: ScoreSchedule | None = None) -> dict:
     """Optimize ``plan``'s placement on ``s`` with ``budget`` path-model evaluations and
     ``n_simulate`` simulator calls per search (module docstring).
 
@@ -182,11 +225,24 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     if steps is None:
         steps = max(1, int(descent_share * budget) // (seeds * vgc))
     units = steps * seeds * vgc
-    if descent and units >= budget:
+    if estimator not in ("score", "straight_through"):
+        raise ValueError(f"estimator must be 'score' or 'straight_through', got {estimator!r}")
+    if estimator == "score":
+        steps = None
+    elif descent and units >= budget:
         raise ValueError(f"--budget {budget} does not pay for {steps} steps x {seeds} restarts "
                          f"({units} evaluations at {vgc} per value-and-grad) and the rounding")
     ctx = {"s": s, "plan": plan, "prep": prep, "budget": int(budget), "seeds": int(seeds), "sched": sched,
-           "seed": int(seed), "n_samples": int(n_samples), "search_starts": int(search_starts)}
+           "seed": int(seed), "n_samples": int(n_samples), "search_starts": int(search_starts),
+           "estimator": estimator, "score_sched": score_sched or ScoreSchedule(), "descent_share": float(descent_share)}
+    if estimator == "score":   # compile the estimate for the batch sizes the searches use (not an evaluation)
+        t0 = time.perf_counter()
+        x0 = np.zeros(sp.n_vars, np.int64)
+        cu0, st0 = repair(s, plan, sp, x0)
+        for n in (1, EVAL_BATCH):
+            estimate_points(s, ht, np.repeat(x0[None, :sp.n_tbs], n, 0), np.repeat(cu0[None], n, 0),
+                            np.repeat(st0[None], n, 0))
+        T["compile_s"] = time.perf_counter() - t0
     main = _pipeline(ctx, descent=descent, steps=steps, T=T, say=say)
     ev = main["ev"]
     x0 = np.zeros(sp.n_vars, np.int64)
@@ -277,13 +333,16 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
            "final_sampled_loss_ns": None}
     relaxed = float("nan")
     if arg is not None:
-        cu, st = repair(s, plan, sp, arg[2])
-        relaxed = float(_smooth_point(s, ht, jnp.asarray(arg[2][:sp.n_tbs]), jnp.asarray(cu), jnp.asarray(st),
-                                      float(sched.tau1_ns)))
+        if estimator == "score":   # the loss is the expected hard estimate: at the argmax, its estimate
+            relaxed = float(arg[0])
+        else:
+            cu, st = repair(s, plan, sp, arg[2])
+            relaxed = float(_smooth_point(s, ht, jnp.asarray(arg[2][:sp.n_tbs]), jnp.asarray(cu), jnp.asarray(st),
+                                          float(sched.tau1_ns)))
         a_sim = float(sims[uniq[Evaluator.key(arg[2])]])
         gap.update(relaxed_ns=relaxed, argmax_simulated_ns=a_sim, relaxed_vs_argmax_simulated=relaxed / a_sim - 1.0,
                    argmax_estimate_ns=float(arg[0]), argmax_source="descent" if descent else "init")
-        if main["history"]:
+        if main["history"] and "loss" in main["history"]:
             gap["final_sampled_loss_ns"] = float(np.asarray(main["history"]["loss"])[-1, arg[1]])
     out = {
         "relaxed_ns": relaxed,
