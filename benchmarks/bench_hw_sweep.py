@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     tag = a.tag or dev.platform
     n_dev = len(jax.devices())
     print(f"{grid.n_points} variants, {a.policy}, {a.tbs} threadblocks per GPU, on {n_dev} x {dev.device_kind} "
-          f"({dev.platform}), max_rows {max_rows}, plans {'off' if a.no_plans else 'on'}, load {os.getloadavg()[0]:.1f}")
+          f"({dev.platform}), max_rows {max_rows}, plans {'off' if a.no_plans else 'on'} ({'vmap' if path_eval.vectorize(jax.sharding.Mesh(jax.devices(), ('d',))) else 'CPU lax.map: no plans'}), load {os.getloadavg()[0]:.1f}")
     print(f"{'run':5s} {'wall s':>8s} {'CPU s':>8s} {'plan s':>8s} {'compile s':>10s} {'eval s':>8s} {'variants/s':>12s} "
           f"{'per CPU s':>10s}")
     for run, r in rows.items():

@@ -65,14 +65,19 @@ def seg_plan(seg, n_segments: int, keep=None) -> SegPlan:
 
 
 def _fold_sum(g):
-    """Left fold over the last axis of ``g`` ``[n, k]``: ``(((0 + g0) + g1) + ...)``."""
+    """Left fold over the last axis of ``g`` ``[..., k]``: ``(((0 + g0) + g1) + ...)``; a long row is a
+    scan over steps of :data:`_UNROLL` adds (few loop iterations on an accelerator, same order)."""
     k = g.shape[-1]
     acc = jnp.zeros(g.shape[:-1], g.dtype)
-    if k <= _UNROLL:
-        for j in range(k):
-            acc = acc + g[..., j]
+
+    def add(acc, cols):            # cols [..., u]: added one after another
+        for j in range(cols.shape[-1]):
+            acc = acc + cols[..., j]
         return acc
-    acc, _ = jax.lax.scan(lambda c, x: (c + x, None), acc, jnp.moveaxis(g, -1, 0))
+    if k <= _UNROLL:
+        return add(acc, g)
+    steps = jnp.moveaxis(g.reshape(g.shape[:-1] + (k // _UNROLL, _UNROLL)), -2, 0)   # k: a power of 2
+    acc, _ = jax.lax.scan(lambda c, x: (add(c, x), None), acc, steps)
     return acc
 
 
