@@ -304,3 +304,51 @@ def test_window_estimate_counts_the_first_windows_issue_time():
     est = float(K.estimate_ns(s, t))
     assert abs(est - want) <= cyc * 1.001
     assert est == pytest.approx(2 * L[0] + 10 * cyc, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# hardware sweeps: the traffic's segment structure hoisted out of the batch (contention.segplan)
+def test_plan_reduce_equals_the_scatter_bit_for_bit():
+    """``plan_reduce`` gives ``jax.ops.segment_{sum,min,max}``'s exact floats: empty segments their
+    identity, ids out of range dropped, sums folded in entry order (values of mixed magnitudes, so
+    another order rounds differently; segments of up to ~40 entries take the scan)."""
+    from nuna_jax.models.contention.segplan import plan_reduce, seg_plan
+    rng = np.random.default_rng(3)
+    m, n = 3000, 90
+    seg = rng.integers(-3, n + 3, m)
+    seg[:400] = 7                                      # one long segment (the scan path)
+    v = jnp.asarray((rng.normal(size=m) * 10.0 ** rng.integers(-3, 4, m)).astype(np.float32))
+    p = seg_plan(seg, n)
+    ops = {"sum": jax.ops.segment_sum, "min": jax.ops.segment_min, "max": jax.ops.segment_max}
+    for op, f in ops.items():
+        got = np.asarray(jax.jit(lambda x: plan_reduce(p, x, op))(v))
+        want = np.asarray(jax.jit(lambda x: f(x, jnp.asarray(seg), num_segments=n))(v))
+        assert np.array_equal(got, want), op
+    # a sum in another order is not bit-equal here (the test can tell the orders apart)
+    rev = seg_plan(seg[::-1], n)
+    assert not np.array_equal(np.asarray(plan_reduce(rev, v[::-1], "sum")),
+                              np.asarray(jax.ops.segment_sum(v, jnp.asarray(seg), num_segments=n)))
+
+
+@pytest.mark.parametrize("case", ["random", "no_response_links"])
+def test_hoisted_structure_gives_the_scatter_tables_per_hardware_variant(case):
+    """``resource_tables(..., plans=sweep_plans(...))`` under ``vmap`` over hardware variants equals the
+    default single-System call of each variant bit for bit: every table, the estimate and the bound."""
+    from nuna_jax.models.contention.objective import estimate_phases, lower_bound_phases
+    from nuna_jax.system import stack_systems
+    s0 = S if case == "random" else S.replace(read_response_links=False)
+    t = rand_traffic(11, n=400, phases=2)
+    P = 2
+    plans = K.sweep_plans(s0, jax.tree_util.tree_map(np.asarray, t), P)
+    variants = [s0.replace(hop_cycles=h, link_bw_bytes_per_ns=bw, switch_latency_ns=sw)
+                for h, bw, sw in [(0.7, 300.0, 250.0), (2.5, 1700.0, 800.0), (10.0, 90.0, 0.0)]]
+
+    def fields(tb):
+        return (tb.busy, tb.a, tb.m, tb.lr, tb.wbusy, tb.wflits, tb.wlat, tb.L,
+                jnp.sum(estimate_phases(tb)[0]), jnp.sum(lower_bound_phases(tb)))
+
+    hoisted = jax.jit(jax.vmap(lambda s: fields(K.resource_tables(s, t, P, plans=plans))))(stack_systems(variants))
+    single = jax.jit(lambda s: fields(K.resource_tables(s, t, P)))
+    for i, s in enumerate(variants):
+        for got, want in zip(hoisted, single(s)):
+            assert np.array_equal(np.asarray(got[i]), np.asarray(want))

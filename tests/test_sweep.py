@@ -252,3 +252,29 @@ def test_sim_rows_equal_the_simulator(tmp_path):
         want = simulate(s, sc.traffic)      # the sweep's default threadblocks: "best", as make_scenario's
         assert c["time_ns"][k] == want.completion_ns
         assert c["tbs_used"][k] == int(sc.plan.tbs_per_gpu.max())
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_hardware_sweep_rows_are_the_single_system_calls_bit_for_bit(vectorized, monkeypatch):
+    """A hardware sweep (one traffic, continuous axes only) gives each variant's own
+    ``estimate_ns`` / ``lower_bound_ns`` float32 exactly: on a CPU's ``lax.map`` and, forced, on the
+    accelerators' ``vmap`` over the hoisted segment structure (``contention.sweep_plans``)."""
+    from nuna_jax.models import contention as K
+    from nuna_jax.scenario import make_scenario
+    from nuna_jax.sweep import path_eval, run_sweep
+    monkeypatch.setattr(path_eval, "vectorize", lambda mesh: vectorized)
+    path_eval.path_batch_fn.cache_clear()
+    d = {"sweep": {"chunk": 4}, "axes": {"model": ["path"], "gpus": [2], "size": ["100kB"], "policy": ["UA"],
+                                          "tbs": [4], "hop_cycles": [0.6, 2.0, 7.5],
+                                          "link_bw_bytes_per_ns": [150.0, 2200.0]}}
+    try:
+        df = run_sweep(grid_from_dict(d, parse_size=parse_size), progress=False)
+    finally:
+        path_eval.path_batch_fn.cache_clear()
+    assert len(df) == 6 and (df["n_flows"] > 0).all()
+    base = preset("table2", n_gpus=2)
+    t = make_scenario(base, collective="allgather", size_bytes=100_000, policy="UA", tbs_per_gpu=4).traffic
+    for _, r in df.iterrows():
+        s = base.replace(hop_cycles=r["hop_cycles"], link_bw_bytes_per_ns=r["link_bw_bytes_per_ns"])
+        assert np.float32(r["time_ns"]) == np.asarray(K.estimate_ns(s, t))
+        assert np.float32(r["lower_bound_ns"]) == np.asarray(K.lower_bound_ns(s, t))

@@ -79,9 +79,25 @@ def _one_and_two(tmp_path, grid_text, n_points, extra=()):
     return a, [json.loads(o[o.index("{"):]) for o, _ in outs]
 
 
+# a hardware sweep: one traffic, the CPU's per-device lax.map under shard_map (sweep.path_eval)
+HW_GRID = """
+[sweep]
+chunk = 4
+[axes]
+model = ["path"]
+gpus = [2]
+size = ["100kB"]
+policy = ["UA"]
+tbs = [4]
+hop_cycles = [0.6, 1.0, 2.0, 7.5]
+link_bw_bytes_per_ns = [150.0, 2200.0]
+"""
+
+
 @pytest.mark.slow
-def test_two_processes_same_rows_as_one(tmp_path):
-    _one_and_two(tmp_path, GRID, 12)
+@pytest.mark.parametrize("grid,n", [(GRID, 12), (HW_GRID, 8)], ids=["scenarios", "hardware"])
+def test_two_processes_same_rows_as_one(tmp_path, grid, n):
+    _one_and_two(tmp_path, grid, n)
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RESULT_DTYPES", "carried", "typed_axis", "frame_from_columns", "parse_text_column",
+__all__ = ["RESULT_DTYPES", "carried", "text_column", "typed_axis", "frame_from_columns", "parse_text_column",
            "read_sweep", "PARQUET_META_KEY"]
 
 #: the result columns and their dtypes (docs/sweep.md "Output")
@@ -71,6 +71,19 @@ def text_of(v) -> str:
     return str(v)
 
 
+def text_column(values) -> list[str]:
+    """:func:`text_of` of every value of a column, vectorized for numeric and boolean arrays
+    (numpy's float64 -> str is the shortest repr, as ``repr(float)``)."""
+    a = np.asarray(values)
+    if a.dtype.kind == "f":
+        return a.astype(np.float64).astype(str).tolist()
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64).astype(str).tolist()
+    if a.dtype.kind == "b":
+        return np.where(a, "True", "False").tolist()
+    return [text_of(v) for v in values]
+
+
 def typed_axis(values) -> np.ndarray:
     """An axis's values as one typed numpy array (the column type of that axis)."""
     vals = list(values)
@@ -85,15 +98,16 @@ def typed_axis(values) -> np.ndarray:
 
 
 def parse_text_column(vals: list[str]) -> np.ndarray:
-    """A CSV column back to its type: int64, else float64, else bool (``True`` / ``False``), else text."""
-    try:
-        return np.asarray([int(v) for v in vals], np.int64)
-    except ValueError:
-        pass
-    try:
-        return np.asarray([float(v) if v else math.nan for v in vals], np.float64)
-    except ValueError:
-        pass
+    """A CSV column back to its type: int64, else float64, else bool (``True`` / ``False``), else text
+    (numpy's parsers first, Python's where numpy refuses a spelling Python reads)."""
+    arr = np.asarray(vals, dtype=str)
+    for conv in (lambda: arr.astype(np.int64), lambda: np.asarray([int(v) for v in vals], np.int64),
+                 lambda: np.where(arr == "", "nan", arr).astype(np.float64),
+                 lambda: np.asarray([float(v) if v else math.nan for v in vals], np.float64)):
+        try:
+            return conv()
+        except (ValueError, OverflowError):
+            pass
     if vals and set(vals) <= {"True", "False"}:
         return np.asarray([v == "True" for v in vals], bool)
     return np.asarray(vals, dtype=str)

@@ -40,7 +40,6 @@ from . import closed_eval, path_eval
 from .frame import RESULT_DTYPES, carried, frame_from_columns, read_sweep, typed_axis
 from .grid import SCENARIO_AXES, Grid, continuous_fields
 from .groups import Block, blocks
-from ..system import stack_systems
 from .shard import device_mesh, put_batch, put_replicated, round_up, to_host
 from . import simpool
 from .writer import RowWriter, grid_fingerprint, stream_path
@@ -85,8 +84,9 @@ def _block_system(grid: Grid, block: Block):
     return grid.system_of(p)
 
 
-def _hw_key(s) -> tuple:
-    return tuple(float(np.asarray(getattr(s, f))) for f in continuous_fields())
+def _hw_values(s) -> np.ndarray:
+    """The continuous fields of ``s`` (``grid.continuous_fields`` order), float64."""
+    return np.asarray([float(np.asarray(getattr(s, f))) for f in continuous_fields()], np.float64)
 
 
 def _chunks(n: int, size: int):
@@ -95,28 +95,34 @@ def _chunks(n: int, size: int):
 
 
 def _prepare_path_group(grid: Grid, mesh, key, items, max_rows: int) -> dict:
-    """Stack a path group's distinct hardware variants and traffics (replicated on the mesh)
-    and index each point into them."""
+    """Stack a path group's distinct hardware variants and traffics (replicated on the mesh, one
+    copy each) and index each point into them.  ``items``: ``(index [n], hardware [n, fields],
+    system, PaddedTraffic, several candidates [n] bool)``, the hardware as :func:`_hw_values`."""
     _, n_rows, n_phases = key
-    hw_of, systems, tr_of, traffics, hw_i, t_i = {}, [], {}, [], [], []
-    for _, s, tr in items:
-        k = _hw_key(s)
-        if k not in hw_of:
-            hw_of[k] = len(systems)
-            systems.append(s.replace(name="sweep"))
+    tr_of, traffics = {}, []
+    for _, _, _, tr, _ in items:
         if id(tr) not in tr_of:
             tr_of[id(tr)] = len(traffics)
             traffics.append(tr)
-        hw_i.append(hw_of[k])
-        t_i.append(tr_of[id(tr)])
+    index = np.concatenate([it[0] for it in items]).astype(np.int64)
+    hw, hw_i = np.unique(np.concatenate([it[1] for it in items]), axis=0, return_inverse=True)
+    dtype = np.dtype(jax.numpy.result_type(float))
+    S = items[0][2].replace(name="sweep", **{f: hw[:, k].astype(dtype) for k, f in enumerate(continuous_fields())})
+    T = path_eval.stack_traffic(traffics, n_rows)
+    per = lambda f: np.concatenate([np.full(len(it[0]), f(it)) for it in items])  # noqa: E731
+    one = len(traffics) == 1
+    # per-variant memory: a vmap holds every point's tables at once (max_rows bounds points x rows);
+    # lax.map (one traffic on a CPU, path_eval.path_batch_fn) one at a time
+    cap = grid.chunk if one and not path_eval.vectorize(mesh) else max_rows // n_rows
     return {"n_phases": n_phases, "n_rows": n_rows,
-            "S": put_replicated(stack_systems(systems), mesh),
-            "T": put_replicated(path_eval.stack_traffic(traffics, n_rows), mesh),
-            "index": np.asarray([i for i, _, _ in items], np.int64),
-            "n_flows": np.asarray([tr.n_flows for _, _, tr in items], np.int64),
-            "tbs": np.asarray([tr.tbs_per_gpu for _, _, tr in items], np.int64),
-            "hw_i": np.asarray(hw_i, np.int32), "t_i": np.asarray(t_i, np.int32),
-            "B": round_up(max(1, min(grid.chunk, max_rows // n_rows, len(items))), mesh)}
+            "S": put_replicated(S, mesh), "T": put_replicated(T, mesh),
+            "X": put_replicated(path_eval.hw_plans(items[0][2], T, n_phases, mesh), mesh),
+            "index": index, "n_flows": per(lambda it: it[3].n_flows).astype(np.int64),
+            "tbs": per(lambda it: it[3].tbs_per_gpu).astype(np.int64),
+            "multi": np.concatenate([it[4] for it in items]).astype(bool),
+            "hw_i": hw_i.reshape(-1).astype(np.int32),
+            "t_i": per(lambda it: tr_of[id(it[3])]).astype(np.int32),
+            "B": round_up(max(1, min(grid.chunk, cap, len(index))), mesh)}
 
 
 _COMPILED: dict = {}   # ahead-of-time compiled path programs, by shapes (lower().compile() is not cached)
@@ -126,12 +132,13 @@ def _compile_all(prepared: list, mesh, threads: int) -> list:
     """Compile every group's program ahead of time, ``threads`` at once (XLA compiles outside
     the GIL, so the groups' compile times overlap on a many-core host)."""
     def one(g):
-        key = (g["n_phases"], mesh, g["B"], jax.tree_util.tree_structure((g["S"], g["T"])),
-               tuple(v.shape for v in jax.tree_util.tree_leaves((g["S"], g["T"]))))
+        args = (g["S"], g["T"], g["X"])
+        key = (g["n_phases"], mesh, g["B"], jax.tree_util.tree_structure(args),
+               tuple(v.shape for v in jax.tree_util.tree_leaves(args)))
         if key not in _COMPILED:
             fn = path_eval.path_batch_fn(g["n_phases"], mesh)
             idx = put_batch(np.zeros(g["B"], np.int32), mesh)
-            _COMPILED[key] = fn.lower(g["S"], g["T"], idx, idx).compile()
+            _COMPILED[key] = fn.lower(*args, idx, idx).compile()
         return _COMPILED[key]
     if threads <= 1 or len(prepared) <= 1:
         return [one(g) for g in prepared]
@@ -160,6 +167,49 @@ def _merge_shapes(groups: dict, factor: float) -> dict:
             cur.append((rows, items))
         out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
     return out
+
+
+def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, cache: dict, seen_work: dict,
+                     path_groups: dict, left: dict) -> None:
+    """Build the traffic of a path block's points ``idx`` and file them into ``path_groups``.
+
+    Points that differ only in continuous hardware axes that the placement does not read share
+    their traffic, limits and candidates: one representative per such set is planned (the
+    grid checked every continuous value against every static system when it was read), the
+    others only get their hardware values (numpy, no System per point)."""
+    cont = continuous_fields()
+    hw_axes = [k for k, (a, _) in enumerate(grid.axes) if a in cont and a not in path_eval.PLACEMENT_FIELDS]
+    rest = [k for k in range(len(grid.axes)) if k not in hw_axes]
+    digits = grid.digits(idx)
+    _, first, inv = np.unique(digits[:, rest], axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    for g in np.argsort(first):        # in the order of their first points (errors name the first)
+        j0 = first[g]
+        sel = np.flatnonzero(inv == g)
+        i0 = int(idx[j0])
+        pt = grid.point(i0)
+        s = grid.system_of(pt)
+        _check_point_work(lim, grid, i0, pt, s, seen_work)
+        hw = np.tile(_hw_values(s), (sel.size, 1))
+        for k in hw_axes:
+            a, vals = grid.axes[k]
+            hw[:, cont.index(a)] = np.asarray(vals, np.float64)[digits[sel, k]]
+        # a path point is evaluated at each of its threadblock counts, and the fastest kept
+        choices = tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt))
+        got, err = [], None
+        for cpt in choices:
+            try:
+                got.append(path_eval.traffic_for(s, cpt, cache))
+            except ValueError as e:        # more threadblocks than the CUs hold: not a candidate
+                err = e
+        if not got or (err is not None and not isinstance(pt["tbs_per_gpu"], str)):
+            desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
+            raise ValueError(f"grid point {i0} ({desc}): {err}") from None
+        multi = np.full(sel.size, len(got) > 1)
+        if len(got) > 1:
+            left.update((int(i), len(got)) for i in idx[sel])
+        for tr in got:
+            path_groups[(b_no, tr.n_rows, tr.n_phases)].append((idx[sel], hw, s, tr, multi))
 
 
 def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) -> int:
@@ -268,7 +318,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
 
         # ---- plan: traffic for every path / sim point still to do --------------------------------
         cache: dict = {}
-        path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, system, PaddedTraffic)]
+        path_groups: dict = defaultdict(list)     # (block no, n_rows, n_phases) -> [(index, hw, system, traffic, multi)]
         sim_points = []                           # (flits, index, build system, system, point)
         sim_builders: dict = {}                   # traffic key -> system of its first point
         left: dict = {}                           # path point -> candidates not yet evaluated
@@ -280,34 +330,21 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
                 continue
             idx = b.global_index(np.arange(b.n_points, dtype=np.int64))
             idx = idx[w.todo_mask(idx)]
+            if b.fixed["model"] != "sim":
+                _plan_path_block(grid, lim, b_no, idx, cache, seen_work, path_groups, left)
+                continue
             for i in idx:
                 pt = grid.point(int(i))
                 s = grid.system_of(pt)
                 flits = _check_point_work(lim, grid, int(i), pt, s, seen_work)
                 sim_flits += flits
                 lim.check("sim_flits", sim_flits, f"{grid.source or 'the grid'}'s simulator points")
-                if b.fixed["model"] == "sim":
-                    # a simulator point builds its own scenario ("best" chosen inside by the path model)
-                    # where it is simulated (sweep.simpool), on the system of the first point of its
-                    # traffic key, as a serial sweep's cache would
-                    k = path_eval.traffic_key(s, pt)
-                    build = sim_builders.setdefault(k, s)
-                    sim_points.append((flits, int(i), build, s, pt))
-                    continue
-                # a path point is evaluated at each of its threadblock counts, and the fastest kept
-                choices = tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt))
-                got, err = [], None
-                for cpt in choices:
-                    try:
-                        got.append(path_eval.traffic_for(s, cpt, cache))
-                    except ValueError as e:        # more threadblocks than the CUs hold: not a candidate
-                        err = e
-                if not got or (err is not None and not isinstance(pt["tbs_per_gpu"], str)):
-                    desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
-                    raise ValueError(f"grid point {int(i)} ({desc}): {err}") from None
-                left[int(i)] = len(got)
-                for tr in got:
-                    path_groups[(b_no, tr.n_rows, tr.n_phases)].append((int(i), s, tr))
+                # a simulator point builds its own scenario ("best" chosen inside by the path model)
+                # where it is simulated (sweep.simpool), on the system of the first point of its
+                # traffic key, as a serial sweep's cache would
+                k = path_eval.traffic_key(s, pt)
+                build = sim_builders.setdefault(k, s)
+                sim_points.append((flits, int(i), build, s, pt))
         path_groups = _merge_shapes(path_groups, merge_factor)
         plan_s = time.time() - t_plan
 
@@ -320,11 +357,15 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
 
         best: dict = {}
 
-        def emit_candidates(index, time_ns, lb, nflows, tbs):
+        def emit_candidates(index, time_ns, lb, nflows, tbs, multi):
             """Path rows: a point's row is written once all its candidates are in, with the fastest
-            (ties: fewer threadblocks, as ``make_scenario(tbs_per_gpu="best")``)."""
+            (ties: fewer threadblocks, as ``make_scenario(tbs_per_gpu="best")``); a point of one
+            candidate at once."""
+            if not multi.all():
+                one = ~multi
+                emit(index[one], time_ns[one], lb[one], nflows[one], tbs[one])
             out = []
-            for k in range(len(index)):
+            for k in np.flatnonzero(multi):
                 i = int(index[k])
                 cand = (float(time_ns[k]), int(tbs[k]), float(lb[k]), int(nflows[k]))
                 cur = best.get(i)
@@ -401,9 +442,10 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
                     break
                 sel = np.arange(lo, lo + B).clip(max=hi - 1)
                 est, lb = (carried(x) for x in
-                           to_host(fn(g["S"], g["T"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh))))
+                           to_host(fn(g["S"], g["T"], g["X"], put_batch(g["hw_i"][sel], mesh), put_batch(g["t_i"][sel], mesh))))
                 m = hi - lo
-                emit_candidates(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi], g["tbs"][lo:hi])
+                emit_candidates(g["index"][lo:hi], est[:m], lb[:m], g["n_flows"][lo:hi], g["tbs"][lo:hi],
+                                g["multi"][lo:hi])
 
         # ---- simulator (host: here, over `jobs` workers, over every process; sweep.simpool) ----------
         t_sim, cpu_sim = time.time(), time.process_time()

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .frame import text_of as _fmt
+from .frame import text_column
 
 __all__ = ["RowWriter", "FORMATS", "grid_fingerprint", "model_code_files", "model_code_hash", "read_rows", "read_provenance",
            "provenance_line", "stream_path", "check_format"]
@@ -389,12 +389,14 @@ class RowWriter:
         if n == 0:
             return 0
         if self.active and self._fh is not None:
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            series = [cols[c] for c in self.columns]
-            for i in range(n):
-                w.writerow([_fmt(s[i]) for s in series])
-            self._fh.write(buf.getvalue())
+            text = [text_column(cols[c]) for c in self.columns]
+            names = [t for c, t in zip(self.columns, text) if np.asarray(cols[c]).dtype.kind not in "fiub"]
+            if any(ch in v for t in names for v in t for ch in ',"\r\n'):
+                buf = io.StringIO()         # a text value that needs quoting: the csv module writes it
+                csv.writer(buf, lineterminator="\n").writerows(zip(*text))
+                self._fh.write(buf.getvalue())
+            else:
+                self._fh.write("".join(",".join(r) + "\n" for r in zip(*text)))
             self._flush()
         if self.keep:
             self._mem.append({c: np.asarray(cols[c]) for c in self.columns})

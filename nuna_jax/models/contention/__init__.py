@@ -7,6 +7,8 @@ Built on :mod:`nuna_jax.path` (docs/model.md, "The path of a flit"), one idea pe
 * :mod:`.stage_engine` / :mod:`.runs_engine` — the two engines that build them (reference / fast),
   :mod:`.intervals` — the runs engine's interval primitives;
 * :mod:`.objective` — lower bound, estimate and smooth estimate as pure functions of the tables;
+* :mod:`.segplan` — segment reductions over a structure computed once per traffic (hardware sweeps:
+  :func:`sweep_plans`, gathers instead of scatters, same numbers);
 * :mod:`.api` — the public jitted functions and :func:`path_costs` (pure; ``jit``/``vmap``/``grad``);
 * :mod:`.report` — breakdown, ``evaluate``, shape buckets, Traffic stacking, ``estimate_many`` (one
   compiled call for a list of tables).
@@ -19,6 +21,8 @@ from .api import (TEMPERATURE_NS, WEIGHT_TEMPERATURE_NS, PathCosts, analyze, est
                   window_busy_ns)
 from .report import (MAX_BATCH_ROWS, MIN_BATCH_ROWS, batch_bucket, batch_rows, breakdown, bucket_rows,
                      estimate_many, evaluate, pad_flows, stack_traffic)
+from .runs_engine import sweep_plans
+from .segplan import SegPlan
 from .tables import (CHUNK_FLOWS, ENGINES, KINDS, Tables, pad_traffic, resolve_n_phases, resource_kind_index,
                      resource_service_ns)
 
@@ -28,5 +32,5 @@ __all__ = [
     "resource_busy_ns", "window_busy_ns", "lower_bound_ns", "estimate_ns", "smooth_estimate_ns",
     "path_costs", "analyze", "breakdown", "bucket_rows", "pad_flows", "pad_traffic", "stack_traffic",
     "evaluate", "estimate_many", "batch_bucket", "batch_rows", "MAX_BATCH_ROWS",
-    "MIN_BATCH_ROWS",
+    "MIN_BATCH_ROWS", "sweep_plans", "SegPlan",
 ]

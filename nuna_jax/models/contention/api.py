@@ -24,10 +24,12 @@ _STATIC = ("n_phases", "engine", "chunk_flows")
 
 
 def resource_tables(s: System, t: Traffic, n_phases: int, engine: str = "runs",
-                    chunk_flows: int = CHUNK_FLOWS) -> Tables:
-    """The resource tables of ``t`` on ``s`` (pure; ``n_phases``, ``engine``, ``chunk_flows`` static)."""
+                    chunk_flows: int = CHUNK_FLOWS, plans: dict | None = None) -> Tables:
+    """The resource tables of ``t`` on ``s`` (pure; ``n_phases``, ``engine``, ``chunk_flows`` static).
+    ``plans``: ``sweep_plans(s, t, n_phases)`` of this traffic (runs engine; a hardware sweep's
+    hoisted structure: same numbers, gathers instead of scatters)."""
     if engine == "runs":
-        return tables_runs(s, t, n_phases)
+        return tables_runs(s, t, n_phases, plans)
     return tables_stages(s, t, n_phases, int(chunk_flows))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from ...geometry import n_link_slots
 from ...path import resource_layout
 from ...system import System
+from .segplan import SegPlan, plan_reduce, seg_plan, segment_reduce
 from .tables import BIG
 
 
@@ -70,17 +71,18 @@ def range_sum(s: System, P: int, ru, val, act):
     return out
 
 
-def range_ext(s: System, P: int, ru, val, act, op: str):
-    """Per direction, [lines, length]: max (op='max') or min of ``val`` over runs covering each link
-    (identity -/+BIG where none), by a sparse table: each run updates two blocks of length 2^k
-    (k = floor log2 of its length) that together cover it; levels are pushed down to length 1."""
-    ident = -BIG if op == "max" else BIG
-    seg_op = jax.ops.segment_max if op == "max" else jax.ops.segment_min
-    comb = jnp.maximum if op == "max" else jnp.minimum
+def _ext_layout(s: System, P: int):
     shapes = [grid_shape(s, P, dn) for dn in range(4)]
     nks = [_level_count(n) for _, n in shapes]
     sizes = [nl * nk * n for (nl, n), nk in zip(shapes, nks)]
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return shapes, nks, offs
+
+
+def ext_index(s: System, P: int, ru, act):
+    """Sparse-table cells of :func:`range_ext`'s updates, ``[2 * runs]`` (the run's first block,
+    then its last; an inactive or empty run goes to a dead cell past the tables), and the cell count."""
+    shapes, nks, offs = _ext_layout(s, P)
     n_tot = int(offs[-1])
     on = act & (ru.hi > ru.lo)
     ln = jnp.maximum(ru.hi - ru.lo, 1)
@@ -93,9 +95,25 @@ def range_ext(s: System, P: int, ru, val, act, op: str):
     m = ru.lo.shape[0]
     idx = jnp.concatenate([jnp.where(on, base + ru.lo, _dead_idx(n_tot, m)),
                            jnp.where(on, base + ru.hi - jnp.left_shift(1, k), _dead_idx(n_tot, m))])
-    v = jnp.concatenate([jnp.where(on, val, ident), jnp.where(on, val, ident)])
-    idx, v = jax.lax.optimization_barrier((idx, v))
-    flat = seg_op(v, idx, num_segments=n_tot + _DEAD)
+    return idx, on, n_tot
+
+
+def range_ext(s: System, P: int, ru, val, act, op: str, plan: SegPlan | None = None):
+    """Per direction, [lines, length]: max (op='max') or min of ``val`` over runs covering each link
+    (identity -/+BIG where none), by a sparse table: each run updates two blocks of length 2^k
+    (k = floor log2 of its length) that together cover it; levels are pushed down to length 1.
+    ``plan``: the :func:`ext_index` cells as a :class:`.segplan.SegPlan` (a hardware sweep's
+    hoisted structure): gathers instead of the scatter, same numbers."""
+    ident = -BIG if op == "max" else BIG
+    comb = jnp.maximum if op == "max" else jnp.minimum
+    shapes, nks, offs = _ext_layout(s, P)
+    if plan is None:
+        idx, on, n_tot = ext_index(s, P, ru, act)
+        v = jnp.concatenate([jnp.where(on, val, ident), jnp.where(on, val, ident)])
+        idx, v = jax.lax.optimization_barrier((idx, v))
+        flat = segment_reduce(op, v, idx, n_tot + _DEAD)
+    else:   # the plan holds the live cells only, each entry a run index (mod the run count)
+        flat = plan_reduce(plan, val, op)
     out = []
     for dn, ((nl, n), nk) in enumerate(zip(shapes, nks)):
         tab = flat[offs[dn]:offs[dn + 1]].reshape(nl, nk, n)
@@ -107,6 +125,14 @@ def range_ext(s: System, P: int, ru, val, act, op: str):
             lvl = comb(comb(tab[:, kk - 1, :], lvl), shifted)
         out.append(lvl)
     return out
+
+
+def ext_plan(idx, n_tot: int) -> SegPlan:
+    """:func:`range_ext`'s cells as a plan over the runs, from :func:`ext_index`'s concrete ``idx``
+    (host): each update of a run reads the run's value; dead cells are left out."""
+    m = int(np.shape(idx)[0]) // 2
+    plan = seg_plan(idx, n_tot)
+    return plan._replace(blocks=tuple(np.where(b < 2 * m, b % m, m).astype(np.int32) for b in plan.blocks))
 
 
 def links_to_resources(s: System, P: int, grids, fill):

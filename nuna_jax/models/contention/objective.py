@@ -20,13 +20,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .segplan import segment_reduce
 from .tables import BIG, Tables, active, smooth_log_weight
+
+
+def _plan(tb: Tables, name: str):
+    return None if tb.plans is None else tb.plans.get(name)
 
 
 def phase_max_latency(tb: Tables):
     """Longest zero-load latency of an active flow, per phase, ``[P]``."""
     v = jnp.where(tb.load > 0, tb.L, -BIG)
-    return jnp.maximum(jax.ops.segment_max(v, tb.phase, num_segments=tb.n_phases), 0.0)
+    return jnp.maximum(segment_reduce("max", v, tb.phase, tb.n_phases, _plan(tb, "ph")), 0.0)
 
 
 def lower_bound_phases(tb: Tables):
@@ -38,7 +43,7 @@ def lower_bound_phases(tb: Tables):
 
 def segment_lmax(tb: Tables):
     """Longest zero-load latency among active flows, per (phase, resource) and per (phase, CU)."""
-    lc = jax.ops.segment_max(jnp.where(tb.load > 0, tb.L, -BIG), tb.wseg, num_segments=tb.n_phases * tb.n_cu)
+    lc = segment_reduce("max", jnp.where(tb.load > 0, tb.L, -BIG), tb.wseg, tb.n_phases * tb.n_cu, _plan(tb, "w"))
     return tb.lr, lc.reshape(tb.n_phases, tb.n_cu)
 
 

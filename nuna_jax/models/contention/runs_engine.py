@@ -12,18 +12,21 @@ engine (tests compare them).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ... import geometry as geo
 from ...path import (dst_endpoint, hbm_service_ns, issue_cycle_ns, link_hop_ns, path_tables, port_service_ns,
                      read_endpoint, resource_layout)
 from ...system import System
 from ...traffic import Traffic
-from .intervals import grid_shape, links_to_resources, place, range_ext, range_sum
-from .tables import BIG, Tables, active, assemble, load, phase_of
+from .intervals import _ext_layout, ext_index, ext_plan, grid_shape, links_to_resources, place, range_ext, range_sum
+from .segplan import seg_plan, segment_reduce
+from .tables import BIG, Tables, active, assemble, load, phase_of, window_segment
 
 
 def _endpoints(s: System, t: Traffic):
@@ -143,26 +146,31 @@ def _nonlink_entries(s: System, t: Traffic, ft: dict, P: int):
     return seg, arrival, rem, sv
 
 
-def tables_runs(s: System, t: Traffic, P: int) -> Tables:
+def tables_runs(s: System, t: Traffic, P: int, plans: dict | None = None) -> Tables:
+    """``plans`` (:func:`sweep_plans` of this traffic): the reductions as gathers over the hoisted
+    structure (a hardware sweep), same numbers; ``None``: scatters."""
+    pl = plans or {}
     R = resource_layout(s).n_resources
     ft = flow_times(s, t)
     L = ft["L"]
     n = P * R + 1
     seg, arrival, rem, sv = _nonlink_entries(s, t, ft, P)
     act5 = jnp.tile(active(t), 5)
-    busy_nl = jax.ops.segment_sum(jnp.tile(load(t), 5) * sv, seg, num_segments=n)
-    a_nl = jax.ops.segment_min(jnp.where(act5, arrival, BIG), seg, num_segments=n)
-    m_nl = jax.ops.segment_min(jnp.where(act5, rem, BIG), seg, num_segments=n)
-    lr_nl = jax.ops.segment_max(jnp.where(act5, jnp.tile(L, 5), -BIG), seg, num_segments=n)
+    nl = pl.get("nl")
+    busy_nl = segment_reduce("sum", jnp.tile(load(t), 5) * sv, seg, n, nl)
+    a_nl = segment_reduce("min", jnp.where(act5, arrival, BIG), seg, n, nl)
+    m_nl = segment_reduce("min", jnp.where(act5, rem, BIG), seg, n, nl)
+    lr_nl = segment_reduce("max", jnp.where(act5, jnp.tile(L, 5), -BIG), seg, n, nl)
     ru = runs(s, t, ft, P)
     link_svc = s.flit_bytes / s.link_bw_bytes_per_ns
     busy_l = [g * link_svc for g in range_sum(s, P, ru, ru.load, ru.act)]
-    lr_l = range_ext(s, P, ru, ru.L, ru.act, "max")
-    kmin = range_ext(s, P, ru, ru.K, ru.act, "min")
-    lkmin = range_ext(s, P, ru, ru.L - ru.K, ru.act, "min")
+    ex = pl.get("ext")
+    lr_l = range_ext(s, P, ru, ru.L, ru.act, "max", ex)
+    kmin = range_ext(s, P, ru, ru.K, ru.act, "min", ex)
+    lkmin = range_ext(s, P, ru, ru.L - ru.K, ru.act, "min", ex)
     a_l, m_l = [], []
     for dn in range(4):
-        nl, nn = grid_shape(s, P, dn)
+        nl_, nn = grid_shape(s, P, dn)
         gj = _arrival_offset(s, dn, jnp.arange(nn, dtype=jnp.result_type(float)))[None, :]
         used = kmin[dn] < BIG / 2
         a_l.append(jnp.where(used, kmin[dn] + gj, BIG))
@@ -171,7 +179,31 @@ def tables_runs(s: System, t: Traffic, P: int) -> Tables:
     a = place(s, P, a_nl, links_to_resources(s, P, a_l, BIG), BIG)
     m = place(s, P, m_nl, links_to_resources(s, P, m_l, BIG), BIG)
     lr = place(s, P, lr_nl, links_to_resources(s, P, lr_l, -BIG), -BIG)
-    return assemble(s, t, P, L, busy, a, m, lr)
+    return assemble(s, t, P, L, busy, a, m, lr, plans)
+
+
+def sweep_plans(s: System, t: Traffic, P: int) -> dict:
+    """The structure of ``t``'s tables that no continuous System field changes, as
+    :class:`.segplan.SegPlan` s (host; ``t`` concrete, ``s`` gives the statics): the
+    (phase, resource) segment of every non-link entry (``"nl"``), the sparse-table cell of
+    every run (``"ext"``), the CU window (``"w"``) and the phase (``"ph"``) of every flow.
+    Computed once per traffic of a hardware sweep; :func:`tables_runs` with them does per
+    variant only the arithmetic and gathers."""
+    R = resource_layout(s).n_resources
+    NC = s.n_gpus * s.n_cus
+    ids = _structure_ids(s, t, P)
+    seg, ext, wseg, ph = (np.asarray(v) for v in ids)
+    n_tot = int(_ext_layout(s, P)[2][-1])
+    return {"nl": seg_plan(seg, P * R + 1), "ext": ext_plan(ext, n_tot), "w": seg_plan(wseg, P * NC),
+            "ph": seg_plan(ph, P)}
+
+
+@functools.partial(jax.jit, static_argnames="P")
+def _structure_ids(s: System, t: Traffic, P: int):
+    ft = flow_times(s, t)
+    seg = _nonlink_entries(s, t, ft, P)[0]
+    ru = runs(s, t, ft, P)
+    return seg, ext_index(s, P, ru, ru.act)[0], window_segment(s, t, P), phase_of(t, P)
 
 
 def smooth_log_sums_runs(s: System, t: Traffic, tb: Tables, lr, tau, logw):

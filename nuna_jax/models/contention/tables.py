@@ -14,6 +14,7 @@ import numpy as np
 from ...path import issue_cycle_ns, resource_layout
 from ...system import System
 from ...traffic import FIELDS, Traffic
+from .segplan import segment_reduce
 
 KINDS = ("cu", "hbm", "link", "egress", "ingress")
 ENGINES = ("runs", "stages")
@@ -40,6 +41,7 @@ class Tables(NamedTuple):
     n_phases: int
     n_res: int
     n_cu: int
+    plans: Any = None  # the hoisted structure of a hardware sweep (``runs_engine.sweep_plans``), or None
 
 
 def resolve_n_phases(t: Traffic, n_phases: int | None = None) -> int:
@@ -152,24 +154,31 @@ def chunked(t: Traffic, chunk: int):
 # ---------------------------------------------------------------------------
 # assembling the tables
 # ---------------------------------------------------------------------------
-def window_terms(s: System, t: Traffic, L, P: int):
+def window_segment(s: System, t: Traffic, P: int):
+    """Window segment of every flow, ``phase * NC + gpu * n_cus + cu`` (``NC`` = GPUs x CUs)."""
+    return phase_of(t, P) * (s.n_gpus * s.n_cus) + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus \
+        + jnp.asarray(t.cu, jnp.int32)
+
+
+def window_terms(s: System, t: Traffic, L, P: int, plans: dict | None = None):
     """(wseg, wbusy, wflits, wlat, wfill) of the CU outstanding-request window (Little's law;
     ``wfill``: the first window's issue time, docs/analytical.md 2.3)."""
     NC = s.n_gpus * s.n_cus
+    w = (plans or {}).get("w")
     ld = load(t)
-    wseg = phase_of(t, P) * NC + jnp.asarray(t.src_gpu, jnp.int32) * s.n_cus + jnp.asarray(t.cu, jnp.int32)
+    wseg = window_segment(s, t, P)
     hold = jnp.maximum(L - issue_cycle_ns(s), 0.0)
-    wbusy = jax.ops.segment_sum(ld * hold, wseg, num_segments=P * NC).reshape(P, NC) / s.max_outstanding_per_cu
-    wflits = jax.ops.segment_sum(ld, wseg, num_segments=P * NC).reshape(P, NC)
-    wlat = jax.ops.segment_sum(ld * L, wseg, num_segments=P * NC).reshape(P, NC)
+    wbusy = segment_reduce("sum", ld * hold, wseg, P * NC, w).reshape(P, NC) / s.max_outstanding_per_cu
+    wflits = segment_reduce("sum", ld, wseg, P * NC, w).reshape(P, NC)
+    wlat = segment_reduce("sum", ld * L, wseg, P * NC, w).reshape(P, NC)
     W = s.max_outstanding_per_cu
     wfill = jnp.where(wflits > W, W * issue_cycle_ns(s), 0.0)
     return wseg, wbusy, wflits, wlat, wfill
 
 
-def assemble(s: System, t: Traffic, P: int, L, busy, a, m, lr) -> Tables:
+def assemble(s: System, t: Traffic, P: int, L, busy, a, m, lr, plans: dict | None = None) -> Tables:
     """Tables from an engine's per-resource arrays (each ``[P, R]``) and flow latencies."""
-    wseg, wbusy, wflits, wlat, wfill = window_terms(s, t, L, P)
+    wseg, wbusy, wflits, wlat, wfill = window_terms(s, t, L, P, plans)
     R = resource_layout(s).n_resources
     return Tables(L, load(t), phase_of(t, P), wseg, busy, a, m, lr, resource_service_ns(s),
-                  wbusy, wflits, wlat, wfill, P, R, s.n_gpus * s.n_cus)
+                  wbusy, wflits, wlat, wfill, P, R, s.n_gpus * s.n_cus, plans)
