@@ -201,3 +201,53 @@ def run_algorithm1(group_tbs, group_start, cu_order, stack_order, st_by_router, 
                     if rc:
                         return rc
     return -1
+
+
+@_jit
+def logical_groups(key_id, bounds, n_keys, out_group):
+    """``logical_allocation``'s loop (see :func:`placement.logical_allocation`) over dense chunk ids:
+    threadblock ``tb`` touches chunks ``key_id[bounds[tb]:bounds[tb + 1]]``; it joins the group
+    owning most of its distinct chunks (ties: the group created first), or founds a new one, and
+    its unowned chunks join that group.  ``out_group[tb]``: the group (-1: no steps).  Returns the
+    number of groups."""
+    n_tbs = bounds.shape[0] - 1
+    owner = np.full(n_keys, -1, np.int64)
+    seen = np.full(n_keys, -1, np.int64)       # last threadblock that counted the chunk
+    cnt = np.zeros(n_tbs + 1, np.int64)        # chunks of this threadblock per group (scratch)
+    width = 1
+    for tb in range(n_tbs):
+        width = max(width, bounds[tb + 1] - bounds[tb])
+    touched = np.empty(width, np.int64)
+    n_groups = 0
+    for tb in range(n_tbs):
+        lo, hi = bounds[tb], bounds[tb + 1]
+        if lo == hi:
+            out_group[tb] = -1
+            continue
+        nt = 0
+        for e in range(lo, hi):
+            c = key_id[e]
+            if seen[c] == tb:
+                continue
+            seen[c] = tb
+            g = owner[c]
+            if g >= 0:
+                if cnt[g] == 0:
+                    touched[nt] = g
+                    nt += 1
+                cnt[g] += 1
+        best, best_n = -1, 0
+        for i in range(nt):
+            g = touched[i]
+            if cnt[g] > best_n or (cnt[g] == best_n and g < best):
+                best, best_n = g, cnt[g]
+            cnt[g] = 0
+        if best < 0:
+            best = n_groups
+            n_groups += 1
+        out_group[tb] = best
+        for e in range(lo, hi):
+            c = key_id[e]
+            if owner[c] < 0:
+                owner[c] = best
+    return n_groups

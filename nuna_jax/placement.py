@@ -32,6 +32,7 @@ placed (more threadblocks than the CUs can hold).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import numpy as np
@@ -292,6 +293,30 @@ def logical_allocation(plan: Plan) -> list[np.ndarray]:
     joining order) sorted by decreasing number of threadblocks (stable:
     ties keep creation order).  Threadblocks without steps join no group.
     """
+    hit = _GROUPS.get(plan)
+    if hit is None:
+        from .algorithm1_kernel import logical_groups
+        rows, keys = _chunk_keys(plan)
+        bounds = np.searchsorted(plan.step_tb[rows], np.arange(plan.n_tbs + 1))
+        uniq, key_id = np.unique(keys, return_inverse=True)
+        group = np.empty(plan.n_tbs, np.int64)
+        n_groups = logical_groups(key_id.reshape(-1).astype(np.int64), bounds.astype(np.int64), len(uniq), group)
+        tbs = np.flatnonzero(group >= 0)
+        by_group = tbs[np.argsort(group[tbs], kind="stable")]      # joining order = threadblock order
+        sizes = np.bincount(group[tbs], minlength=n_groups)
+        members = np.split(by_group, np.cumsum(sizes)[:-1]) if n_groups else []
+        order = np.argsort(-sizes, kind="stable")
+        hit = _GROUPS[plan] = [members[q].astype(np.int64) for q in order]
+    return list(hit)
+
+
+#: logical_allocation's result per plan (one plan is placed at every granularity of NAP's search)
+_GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _logical_allocation_python(plan: Plan) -> list[np.ndarray]:
+    """:func:`logical_allocation` in plain Python, dictionaries over chunk keys (the reference the
+    compiled loop, :func:`algorithm1_kernel.logical_groups`, is checked against)."""
     rows, keys = _chunk_keys(plan)
     tb_of = plan.step_tb[rows]
     bounds = np.searchsorted(tb_of, np.arange(plan.n_tbs + 1))

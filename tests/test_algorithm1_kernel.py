@@ -73,3 +73,22 @@ def test_unknown_engine():
     s = preset("table2", n_gpus=2)
     with pytest.raises(ValueError, match="engine"):
         algorithm1(s, make_plan("allgather", 2, 8192), 1, engine="fortran")
+
+
+def test_logical_groups_match_the_python_loop():
+    """The compiled logical allocation (algorithm1_kernel.logical_groups) gives the groups of the
+    dictionary loop (placement._logical_allocation_python), members and order, on generated plans
+    of every collective and algorithm and on MSCCL plans (several chunks a step)."""
+    import glob
+    import itertools
+
+    from nuna_jax import placement as P
+    from nuna_jax.msccl import load_msccl
+    from nuna_jax.plans import ALGORITHMS, COLLECTIVES, make_plan
+    plans = [make_plan(c, n, z, algorithm=a, tbs_per_gpu=t, slot_align_bytes=4096) for c, a, n, z, t in
+             itertools.product(COLLECTIVES, ALGORITHMS, [2, 5], [999, 3_000_001], [None, 1, 28])]
+    plans += [load_msccl(f, 1 << 20) for f in sorted(glob.glob("/work/shared/data/msccl/*.xml"))]
+    for p in plans:
+        got, ref = P.logical_allocation(p), P._logical_allocation_python(p)
+        assert [g.tolist() for g in got] == [g.tolist() for g in ref]
+        assert P.logical_allocation(p)[0] is got[0]       # kept per plan (NAP's granularity search)
