@@ -251,3 +251,50 @@ def logical_groups(key_id, bounds, n_keys, out_group):
             if owner[c] < 0:
                 owner[c] = best
     return n_groups
+
+
+@_jit
+def ua_dispatch(order, tb_gpu, demand, has_steps, rem, ptr, tb_cu):
+    """UA's threadblock dispatch (see :func:`placement._place_ua`): threadblocks with steps in id
+    order, each on the first CU from its GPU's pointer, cyclically in ``order``, whose budget
+    ``rem[g, cu]`` fits its demand; the pointer moves past that CU.  Returns -1, or the
+    threadblock that did not fit."""
+    n_cus = order.shape[0]
+    for tb in range(tb_gpu.shape[0]):
+        if not has_steps[tb]:
+            continue
+        g, q = tb_gpu[tb], demand[tb]
+        k = -1
+        for i in range(n_cus):
+            if rem[g, order[(ptr[g] + i) % n_cus]] >= q:
+                k = i
+                break
+        if k < 0:
+            return tb
+        cu = order[(ptr[g] + k) % n_cus]
+        tb_cu[tb] = cu
+        rem[g, cu] -= q
+        ptr[g] = (ptr[g] + k + 1) % n_cus
+    return -1
+
+
+@_jit
+def first_fit_each(tbs, tb_order, orders, tb_gpu, demand, rem, tb_cu):
+    """NUMA's threadblock dispatch (see :func:`placement._place_numa`): threadblocks ``tbs`` in
+    order, each on the first CU of its CU order ``orders[tb_order[tb]]`` whose budget
+    ``rem[g, cu]`` fits its demand.  Returns -1, or the threadblock that did not fit."""
+    n_cus = orders.shape[1]
+    for j in range(tbs.shape[0]):
+        tb = tbs[j]
+        g, q = tb_gpu[tb], demand[tb]
+        order = orders[tb_order[tb]]
+        k = -1
+        for i in range(n_cus):
+            if rem[g, order[i]] >= q:
+                k = i
+                break
+        if k < 0:
+            return tb
+        tb_cu[tb] = order[k]
+        rem[g, order[k]] -= q
+    return -1

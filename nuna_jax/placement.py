@@ -506,6 +506,20 @@ def _fail(plan: Plan, tb: int, need: int, s: System) -> ValueError:
 # ---------------------------------------------------------------------------
 def _place_ua(s: System, plan: Plan, demand: np.ndarray) -> np.ndarray:
     """UA threadblocks (section 5.3): dispatch order :func:`ua_cu_order`, skipping full CUs."""
+    from .algorithm1_kernel import ua_dispatch
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    has = np.bincount(plan.step_tb, minlength=plan.n_tbs) > 0
+    bad = ua_dispatch(i64(ua_cu_order(s)), i64(plan.tb_gpu), i64(demand), has, rem,
+                      np.zeros(plan.n_gpus, np.int64), tb_cu)
+    if bad >= 0:
+        raise _fail(plan, int(bad), int(demand[bad]), s)
+    return tb_cu
+
+
+def _place_ua_python(s: System, plan: Plan, demand: np.ndarray) -> np.ndarray:
+    """:func:`_place_ua` as a Python loop (the reference the compiled dispatch is checked against)."""
     order = ua_cu_order(s)
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
     ptr = np.zeros(plan.n_gpus, np.int64)
@@ -532,6 +546,34 @@ def _place_numa(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarra
     The distance of a CU is the page-weighted mean hop count from its router
     to the stacks holding the threadblock's source pages (ties: lower CU id).
     """
+    from .algorithm1_kernel import first_fit_each
+    sr, cr = stack_router(s), cu_router(s)
+    hop_cu_st = hop_count(s, cr[:, None], sr[None, :]).astype(np.float64)  # [C, St]
+    # source pages of every step -> per-threadblock histogram of their stacks [n_tbs, St]
+    saddr, St = plan.src_addr(s.page_bytes), int(s.n_hbm_stacks)
+    p0 = saddr // s.page_bytes
+    cnt = (saddr + plan.nbytes - 1) // s.page_bytes - p0 + 1
+    rows = np.repeat(np.arange(plan.n_steps), cnt)
+    page = p0[rows] + np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    hist = np.bincount(plan.step_tb[rows] * St + page_stack[plan.src_gpu[rows], page],
+                       minlength=plan.n_tbs * St).reshape(plan.n_tbs, St).astype(np.int64)
+    del rows, page
+    uniq, tb_order = np.unique(hist, axis=0, return_inverse=True)
+    orders = np.stack([np.lexsort((np.arange(s.n_cus), np.round(hop_cu_st @ h / max(1, h.sum()), 9)))
+                       for h in uniq]).astype(np.int64)
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    tbs = i64(np.concatenate(groups)) if groups else np.zeros(0, np.int64)
+    bad = first_fit_each(tbs, i64(tb_order.reshape(-1)), orders, i64(plan.tb_gpu), i64(demand), rem, tb_cu)
+    if bad >= 0:
+        raise _fail(plan, int(bad), int(demand[bad]), s)
+    return tb_cu
+
+
+def _place_numa_python(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarray,
+                       groups: list) -> np.ndarray:
+    """:func:`_place_numa` one threadblock at a time in Python (the reference)."""
     sr, cr = stack_router(s), cu_router(s)
     hop_cu_st = hop_count(s, cr[:, None], sr[None, :]).astype(np.float64)  # [C, St]
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
