@@ -41,13 +41,14 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.code:
         bench_sim.ROOT = Path(a.code)       # big_case puts ROOT on the child's PYTHONPATH
+        os.chdir(a.code)                    # and `python -c` puts the working directory before it
     runs = []
     with tempfile.TemporaryDirectory() as d:
         os.environ["NUNA_JAX_CACHE_DIR"] = d if a.store else ""
         for k in range(2 if a.store else 1):
             load0, c0 = os.getloadavg(), _child_cpu_s()
             r = bench_sim.big_case()
-            r.update({"child_cpu_s": _child_cpu_s() - c0, "load_avg_before": load0, "load_avg_after": os.getloadavg(),
+            r.update({"code": str(bench_sim.ROOT), "child_cpu_s": _child_cpu_s() - c0, "load_avg_before": load0, "load_avg_after": os.getloadavg(),
                       "scenario_store": "hit expected" if k else ("cold" if a.store else "off")})
             runs.append(r)
             print(json.dumps({k2: v for k2, v in r.items() if k2 != "stderr_tail"}), flush=True)

@@ -193,10 +193,17 @@ class Placement:
             "cu_sharing": None if self.options is None else self.options.cu_sharing,
             "nar_domain_by": (None if self.routing_granularity == 1 else
                               ("address" if self.page_domain is not None else "threadblock")),
-            "max_tbs_per_cu": int(np.max(np.bincount(self.tb_gpu[self.tb_cu >= 0] * 100000
-                                                     + self.tb_cu[self.tb_cu >= 0]), initial=0))
-            if self.tb_gpu is not None and np.any(self.tb_cu >= 0) else 0,
+            "max_tbs_per_cu": self._max_tbs_per_cu(),
         }
+
+    def _max_tbs_per_cu(self) -> int:
+        """Most threadblocks placed on one (GPU, CU); one count per (GPU, CU) pair, not per
+        (GPU x 100000 + CU) index (0.8 GB of counts at 1,024 GPUs)."""
+        used = self.tb_cu >= 0
+        if self.tb_gpu is None or not np.any(used):
+            return 0
+        cu = self.tb_cu[used]
+        return int(np.max(np.bincount(self.tb_gpu[used] * (int(cu.max()) + 1) + cu)))
 
 
 def _cu_load(tb_cu, tb_gpu, demand, n_gpus, n_cus):
