@@ -201,3 +201,100 @@ def run_algorithm1(group_tbs, group_start, cu_order, stack_order, st_by_router, 
                     if rc:
                         return rc
     return -1
+
+
+@_jit
+def logical_groups(key_id, bounds, n_keys, out_group):
+    """``logical_allocation``'s loop (see :func:`placement.logical_allocation`) over dense chunk ids:
+    threadblock ``tb`` touches chunks ``key_id[bounds[tb]:bounds[tb + 1]]``; it joins the group
+    owning most of its distinct chunks (ties: the group created first), or founds a new one, and
+    its unowned chunks join that group.  ``out_group[tb]``: the group (-1: no steps).  Returns the
+    number of groups."""
+    n_tbs = bounds.shape[0] - 1
+    owner = np.full(n_keys, -1, np.int64)
+    seen = np.full(n_keys, -1, np.int64)       # last threadblock that counted the chunk
+    cnt = np.zeros(n_tbs + 1, np.int64)        # chunks of this threadblock per group (scratch)
+    width = 1
+    for tb in range(n_tbs):
+        width = max(width, bounds[tb + 1] - bounds[tb])
+    touched = np.empty(width, np.int64)
+    n_groups = 0
+    for tb in range(n_tbs):
+        lo, hi = bounds[tb], bounds[tb + 1]
+        if lo == hi:
+            out_group[tb] = -1
+            continue
+        nt = 0
+        for e in range(lo, hi):
+            c = key_id[e]
+            if seen[c] == tb:
+                continue
+            seen[c] = tb
+            g = owner[c]
+            if g >= 0:
+                if cnt[g] == 0:
+                    touched[nt] = g
+                    nt += 1
+                cnt[g] += 1
+        best, best_n = -1, 0
+        for i in range(nt):
+            g = touched[i]
+            if cnt[g] > best_n or (cnt[g] == best_n and g < best):
+                best, best_n = g, cnt[g]
+            cnt[g] = 0
+        if best < 0:
+            best = n_groups
+            n_groups += 1
+        out_group[tb] = best
+        for e in range(lo, hi):
+            c = key_id[e]
+            if owner[c] < 0:
+                owner[c] = best
+    return n_groups
+
+
+@_jit
+def ua_dispatch(order, tb_gpu, demand, has_steps, rem, ptr, tb_cu):
+    """UA's threadblock dispatch (see :func:`placement._place_ua`): threadblocks with steps in id
+    order, each on the first CU from its GPU's pointer, cyclically in ``order``, whose budget
+    ``rem[g, cu]`` fits its demand; the pointer moves past that CU.  Returns -1, or the
+    threadblock that did not fit."""
+    n_cus = order.shape[0]
+    for tb in range(tb_gpu.shape[0]):
+        if not has_steps[tb]:
+            continue
+        g, q = tb_gpu[tb], demand[tb]
+        k = -1
+        for i in range(n_cus):
+            if rem[g, order[(ptr[g] + i) % n_cus]] >= q:
+                k = i
+                break
+        if k < 0:
+            return tb
+        cu = order[(ptr[g] + k) % n_cus]
+        tb_cu[tb] = cu
+        rem[g, cu] -= q
+        ptr[g] = (ptr[g] + k + 1) % n_cus
+    return -1
+
+
+@_jit
+def first_fit_each(tbs, tb_order, orders, tb_gpu, demand, rem, tb_cu):
+    """NUMA's threadblock dispatch (see :func:`placement._place_numa`): threadblocks ``tbs`` in
+    order, each on the first CU of its CU order ``orders[tb_order[tb]]`` whose budget
+    ``rem[g, cu]`` fits its demand.  Returns -1, or the threadblock that did not fit."""
+    n_cus = orders.shape[1]
+    for j in range(tbs.shape[0]):
+        tb = tbs[j]
+        g, q = tb_gpu[tb], demand[tb]
+        order = orders[tb_order[tb]]
+        k = -1
+        for i in range(n_cus):
+            if rem[g, order[i]] >= q:
+                k = i
+                break
+        if k < 0:
+            return tb
+        tb_cu[tb] = order[k]
+        rem[g, order[k]] -= q
+    return -1

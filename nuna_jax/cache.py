@@ -173,15 +173,19 @@ def store_scenario(key: str, scenario) -> bool:
     p = _entry(key)
     if p is None:
         return False
-    blob = pickle.dumps({"format": _FORMAT, "key": key, "scenario": scenario}, protocol=pickle.HIGHEST_PROTOCOL)
-    if len(blob) > SCENARIO_MAX_ENTRY_BYTES:
-        return False
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
+        with os.fdopen(fd, "wb") as f:      # pickled straight to the file: no copy of it in memory
+            pickle.dump({"format": _FORMAT, "key": key, "scenario": scenario}, f, protocol=pickle.HIGHEST_PROTOCOL)
+            size = f.tell()
+        if size > SCENARIO_MAX_ENTRY_BYTES:
+            os.unlink(tmp)
+            return False
         os.replace(tmp, p)
     except OSError:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
         return False
     _evict(p.parent, keep=p)
     return True

@@ -32,6 +32,7 @@ placed (more threadblocks than the CUs can hold).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import numpy as np
@@ -192,10 +193,17 @@ class Placement:
             "cu_sharing": None if self.options is None else self.options.cu_sharing,
             "nar_domain_by": (None if self.routing_granularity == 1 else
                               ("address" if self.page_domain is not None else "threadblock")),
-            "max_tbs_per_cu": int(np.max(np.bincount(self.tb_gpu[self.tb_cu >= 0] * 100000
-                                                     + self.tb_cu[self.tb_cu >= 0]), initial=0))
-            if self.tb_gpu is not None and np.any(self.tb_cu >= 0) else 0,
+            "max_tbs_per_cu": self._max_tbs_per_cu(),
         }
+
+    def _max_tbs_per_cu(self) -> int:
+        """Most threadblocks placed on one (GPU, CU); one count per (GPU, CU) pair, not per
+        (GPU x 100000 + CU) index (0.8 GB of counts at 1,024 GPUs)."""
+        used = self.tb_cu >= 0
+        if self.tb_gpu is None or not np.any(used):
+            return 0
+        cu = self.tb_cu[used]
+        return int(np.max(np.bincount(self.tb_gpu[used] * (int(cu.max()) + 1) + cu)))
 
 
 def _cu_load(tb_cu, tb_gpu, demand, n_gpus, n_cus):
@@ -292,6 +300,30 @@ def logical_allocation(plan: Plan) -> list[np.ndarray]:
     joining order) sorted by decreasing number of threadblocks (stable:
     ties keep creation order).  Threadblocks without steps join no group.
     """
+    hit = _GROUPS.get(plan)
+    if hit is None:
+        from .algorithm1_kernel import logical_groups
+        rows, keys = _chunk_keys(plan)
+        bounds = np.searchsorted(plan.step_tb[rows], np.arange(plan.n_tbs + 1))
+        uniq, key_id = np.unique(keys, return_inverse=True)
+        group = np.empty(plan.n_tbs, np.int64)
+        n_groups = logical_groups(key_id.reshape(-1).astype(np.int64), bounds.astype(np.int64), len(uniq), group)
+        tbs = np.flatnonzero(group >= 0)
+        by_group = tbs[np.argsort(group[tbs], kind="stable")]      # joining order = threadblock order
+        sizes = np.bincount(group[tbs], minlength=n_groups)
+        members = np.split(by_group, np.cumsum(sizes)[:-1]) if n_groups else []
+        order = np.argsort(-sizes, kind="stable")
+        hit = _GROUPS[plan] = [members[q].astype(np.int64) for q in order]
+    return list(hit)
+
+
+#: logical_allocation's result per plan (one plan is placed at every granularity of NAP's search)
+_GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _logical_allocation_python(plan: Plan) -> list[np.ndarray]:
+    """:func:`logical_allocation` in plain Python, dictionaries over chunk keys (the reference the
+    compiled loop, :func:`algorithm1_kernel.logical_groups`, is checked against)."""
     rows, keys = _chunk_keys(plan)
     tb_of = plan.step_tb[rows]
     bounds = np.searchsorted(tb_of, np.arange(plan.n_tbs + 1))
@@ -481,6 +513,20 @@ def _fail(plan: Plan, tb: int, need: int, s: System) -> ValueError:
 # ---------------------------------------------------------------------------
 def _place_ua(s: System, plan: Plan, demand: np.ndarray) -> np.ndarray:
     """UA threadblocks (section 5.3): dispatch order :func:`ua_cu_order`, skipping full CUs."""
+    from .algorithm1_kernel import ua_dispatch
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    has = np.bincount(plan.step_tb, minlength=plan.n_tbs) > 0
+    bad = ua_dispatch(i64(ua_cu_order(s)), i64(plan.tb_gpu), i64(demand), has, rem,
+                      np.zeros(plan.n_gpus, np.int64), tb_cu)
+    if bad >= 0:
+        raise _fail(plan, int(bad), int(demand[bad]), s)
+    return tb_cu
+
+
+def _place_ua_python(s: System, plan: Plan, demand: np.ndarray) -> np.ndarray:
+    """:func:`_place_ua` as a Python loop (the reference the compiled dispatch is checked against)."""
     order = ua_cu_order(s)
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
     ptr = np.zeros(plan.n_gpus, np.int64)
@@ -507,6 +553,34 @@ def _place_numa(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarra
     The distance of a CU is the page-weighted mean hop count from its router
     to the stacks holding the threadblock's source pages (ties: lower CU id).
     """
+    from .algorithm1_kernel import first_fit_each
+    sr, cr = stack_router(s), cu_router(s)
+    hop_cu_st = hop_count(s, cr[:, None], sr[None, :]).astype(np.float64)  # [C, St]
+    # source pages of every step -> per-threadblock histogram of their stacks [n_tbs, St]
+    saddr, St = plan.src_addr(s.page_bytes), int(s.n_hbm_stacks)
+    p0 = saddr // s.page_bytes
+    cnt = (saddr + plan.nbytes - 1) // s.page_bytes - p0 + 1
+    rows = np.repeat(np.arange(plan.n_steps), cnt)
+    page = p0[rows] + np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    hist = np.bincount(plan.step_tb[rows] * St + page_stack[plan.src_gpu[rows], page],
+                       minlength=plan.n_tbs * St).reshape(plan.n_tbs, St).astype(np.int64)
+    del rows, page
+    uniq, tb_order = np.unique(hist, axis=0, return_inverse=True)
+    orders = np.stack([np.lexsort((np.arange(s.n_cus), np.round(hop_cu_st @ h / max(1, h.sum()), 9)))
+                       for h in uniq]).astype(np.int64)
+    rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)
+    tb_cu = np.full(plan.n_tbs, -1, np.int64)
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    tbs = i64(np.concatenate(groups)) if groups else np.zeros(0, np.int64)
+    bad = first_fit_each(tbs, i64(tb_order.reshape(-1)), orders, i64(plan.tb_gpu), i64(demand), rem, tb_cu)
+    if bad >= 0:
+        raise _fail(plan, int(bad), int(demand[bad]), s)
+    return tb_cu
+
+
+def _place_numa_python(s: System, plan: Plan, demand: np.ndarray, page_stack: np.ndarray,
+                       groups: list) -> np.ndarray:
+    """:func:`_place_numa` one threadblock at a time in Python (the reference)."""
     sr, cr = stack_router(s), cu_router(s)
     hop_cu_st = hop_count(s, cr[:, None], sr[None, :]).astype(np.float64)  # [C, St]
     rem = np.full((plan.n_gpus, s.n_cus), s.max_outstanding_per_cu, np.int64)

@@ -249,32 +249,39 @@ class _Builder:
         self.n, self.tbs = n_gpus, tbs
         self.rows: list[np.ndarray] = []  # each [k, 9]: gpu, ltb, sbuf, soff, dgpu, dbuf, doff, nbytes, phase
 
-    def add_streams(self, g: int, streams: Sequence[tuple], phase: int, elem: int) -> None:
+    def add_streams(self, g: int, streams, phase: int, elem: int) -> None:
         """Concurrent streams of GPU ``g`` (sbuf, soff, dgpu, dbuf, doff, nbytes), split over tbs.
 
+        ``streams``: one row of six integers per stream (a list of tuples or an ``[m, 6]`` array).
         With ``m`` streams and ``T`` threadblocks: if ``T >= m`` stream ``j``
         is split element-wise over the threadblocks ``t`` with ``t mod m == j``
-        (piece ``k`` to threadblock ``k*m + j``); otherwise stream ``j`` goes
+        (piece ``k`` to threadblock ``k*m + j``, :func:`split_elems`); otherwise stream ``j`` goes
         whole to threadblock ``j mod T``.
         """
-        m, T = len(streams), self.tbs
-        out = []
-        for j, (sb, so, dg, db, do, nb) in enumerate(streams):
-            if nb <= 0:
-                continue
-            if T >= m:
-                tbs = np.arange(j, T, m)
-                el = split_elems(nb // elem, len(tbs)) * elem
-                off = np.concatenate([[0], np.cumsum(el)[:-1]])
-                keep = el > 0
-                k = int(keep.sum())
-                out.append(np.stack([
-                    np.full(k, g), tbs[keep], np.full(k, sb), so + off[keep], np.full(k, dg),
-                    np.full(k, db), do + off[keep], el[keep], np.full(k, phase)], axis=1))
-            else:
-                out.append(np.array([[g, j % T, sb, so, dg, db, do, nb, phase]], dtype=np.int64))
-        if out:
-            self.rows.append(np.concatenate(out).astype(np.int64))
+        st = np.asarray(streams, dtype=np.int64).reshape(-1, 6)
+        m, T = len(st), self.tbs
+        j = np.flatnonzero(st[:, 5] > 0)      # streams with bytes to move (original index)
+        if len(j) == 0:
+            return
+        sb, so, dg, db, do, nb = st[j].T
+        if T >= m:
+            # piece k of stream j: split_elems(E_j, c_j)[k] elements, c_j = len(range(j, T, m))
+            c = (T - j + m - 1) // m
+            q, r = np.divmod(nb // elem, c)
+            sid = np.repeat(np.arange(len(j)), c)
+            k = np.arange(len(sid)) - np.repeat(np.cumsum(c) - c, c)
+            el = (q[sid] + (k < r[sid])) * elem
+            off = (k * q[sid] + np.minimum(k, r[sid])) * elem
+            keep = el > 0
+            sid, k, el, off = sid[keep], k[keep], el[keep], off[keep]
+            tb, so, do = j[sid] + k * m, so[sid] + off, do[sid] + off
+            sb, dg, db = sb[sid], dg[sid], db[sid]
+        else:
+            tb, el = j % T, nb
+        rows = np.empty((len(tb), 9), np.int64)
+        rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4] = g, tb, sb, so, dg
+        rows[:, 5], rows[:, 6], rows[:, 7], rows[:, 8] = db, do, el, phase
+        self.rows.append(rows)
 
     def build(self, collective, algorithm, size, elem, buffer_bytes, name="", pad_bytes=0) -> Plan:
         r = np.concatenate(self.rows) if self.rows else np.zeros((0, 9), np.int64)
@@ -302,17 +309,25 @@ class _Builder:
             pad_bytes=int(pad_bytes))
 
 
+def _columns(*cols) -> np.ndarray:
+    """Stream rows ``[m, 6]`` from columns, each a scalar or an array of length ``m``."""
+    return np.stack(np.broadcast_arrays(*(np.asarray(c, np.int64) for c in cols)), axis=1)
+
+
 def _chunk_ids(gpu, buf, off, nb) -> np.ndarray:
-    """Dense chunk ids per (gpu, buffer): distinct (offset, bytes) ranges get distinct ids."""
+    """Dense chunk ids per (gpu, buffer): distinct (offset, bytes) ranges get distinct ids, in
+    increasing (offset, bytes) order."""
     if len(gpu) == 0:
         return np.zeros(0, np.int64)
-    key = np.stack([gpu, buf, off, nb], axis=1)
-    uniq, inv = np.unique(key, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    grp = uniq[:, 0] * 3 + uniq[:, 1]
-    first = np.searchsorted(grp, grp, side="left")  # uniq sorted lexicographically by (gpu, buf, ...)
-    rank = np.arange(len(uniq)) - first
-    return rank[inv]
+    order = np.lexsort((nb, off, buf, gpu))
+    g, b, o, z = gpu[order], buf[order], off[order], nb[order]
+    new_group = np.append(True, (g[1:] != g[:-1]) | (b[1:] != b[:-1]))
+    new_chunk = new_group | np.append(True, (o[1:] != o[:-1]) | (z[1:] != z[:-1]))
+    uid = np.cumsum(new_chunk) - 1
+    first = np.maximum.accumulate(np.where(new_group, uid, 0))   # the id of the group's first chunk
+    rank = np.empty(len(gpu), np.int64)
+    rank[order] = uid - first
+    return rank
 
 
 def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str = "direct",
@@ -380,25 +395,29 @@ def make_plan(collective: str, n_gpus: int, size_bytes: int, *, algorithm: str =
     nxt = lambda g, k=1: (g + k) % n  # noqa: E731
 
     if alg == "direct":
-        peers = lambda g: [nxt(g, k) for k in range(1, n)]  # noqa: E731
+        ks = np.arange(1, n)
+        peers = lambda g: (g + ks) % n  # noqa: E731  (every peer, in the order g+1, g+2, ..)
         if coll == "allgather":
             bufs = (smax, full, 0)
             for g in range(n):
-                b.add_streams(g, [(I, 0, h, O, soff[g], shard[g]) for h in peers(g)], 0, elem)
+                b.add_streams(g, _columns(I, 0, peers(g), O, soff[g], shard[g]), 0, elem)
         elif coll == "reducescatter":
             bufs = (full, smax, n * smax)
             for g in range(n):
-                b.add_streams(g, [(I, soff[h], h, S, g * smax, shard[h]) for h in peers(g)], 0, elem)
+                h = peers(g)
+                b.add_streams(g, _columns(I, soff[h], h, S, g * smax, shard[h]), 0, elem)
         elif coll == "alltoall":
             bufs = (full, n * smax, 0)
             for g in range(n):
-                b.add_streams(g, [(I, soff[h], h, O, g * smax, shard[h]) for h in peers(g)], 0, elem)
+                h = peers(g)
+                b.add_streams(g, _columns(I, soff[h], h, O, g * smax, shard[h]), 0, elem)
         else:  # allreduce, two-shot
             bufs = (full, full, n * smax)
             for g in range(n):
-                b.add_streams(g, [(I, soff[h], h, S, g * smax, shard[h]) for h in peers(g)], 0, elem)
+                h = peers(g)
+                b.add_streams(g, _columns(I, soff[h], h, S, g * smax, shard[h]), 0, elem)
             for g in range(n):
-                b.add_streams(g, [(O, soff[g], h, O, soff[g], shard[g]) for h in peers(g)], 1, elem)
+                b.add_streams(g, _columns(O, soff[g], peers(g), O, soff[g], shard[g]), 1, elem)
     else:  # ring
         if coll == "allgather":
             bufs = (smax, full, 0)

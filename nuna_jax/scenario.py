@@ -74,27 +74,60 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
 
     Every granularity ``1 .. 2 * mesh_rows`` (1 = one domain of all ports, i.e.
     no NAR) is placed, lowered and estimated with the analytical path model
-    (``models.contention.estimate_ns``, every candidate in one compiled call:
+    (``models.contention.estimate_ns``, the candidates in one compiled call:
     ``models.contention.estimate_many``); the fastest is kept (ties: the smaller
     granularity).  Returns the chosen placement (its ``granularity_search``
     holds every candidate's estimate) and its traffic.
+
+    Memory: where ``estimate_many`` would estimate one table per call anyway (tables of more than
+    half ``MAX_BATCH_ROWS`` rows), each candidate is estimated as soon as it is built, padded to
+    the row count of the longest table so far, and only the fastest is kept; a candidate estimated
+    before that row count grew is rebuilt and estimated again, so every estimate is the one
+    ``estimate_many`` gives on the whole list.
     """
-    from .models.contention import estimate_many
+    from .models.contention import batch_rows, estimate_many, pad_flows
+    from .models.contention import report
 
     opts = options or PolicyOptions()
     gs = range(1, min(max_useful_granularity(system), system.n_io_ports) + 1)
-    cands = []
-    for g in gs:
+    max_rows = int(report.MAX_BATCH_ROWS)
+
+    def build(g):
         pl = place(system, plan, policy, dataclasses.replace(opts, nar_granularity=g))
-        cands.append((pl, build_traffic(system, plan, pl)))
-    # the estimate alone (what ``evaluate`` reports as time_ns): a smaller program to compile
-    costs = dict(zip(gs, map(float, estimate_many(system, [t for _, t in cands]))))
-    best = None
-    for g, (pl, t) in zip(gs, cands):
-        if best is None or costs[g] < best[0]:
-            best = (costs[g], pl, t)
-    pl = dataclasses.replace(best[1], granularity_search=costs)
-    return pl, best[2]
+        return pl, build_traffic(system, plan, pl)
+
+    def alone(t, rows):   # estimate_many's value of ``t`` in a list whose longest table has ``rows`` rows
+        return float(estimate_many(system, [pad_flows(t, rows)], max_batch_rows=max_rows)[0])
+
+    held, costs, best = {}, {}, None
+    n_max, rows_done = 0, None
+
+    def consider(g, pl, t, cost):
+        nonlocal best
+        costs[g] = cost
+        if best is None or (cost, g) < (best[0], best[1]):
+            best = (cost, g, pl, t)
+
+    for g in gs:
+        pl, t = build(g)
+        n_max = max(n_max, t.n_flows)
+        rows = batch_rows(n_max)
+        if max_rows // rows > 1:          # still batched: estimated together at the end
+            held[g] = (pl, t)
+            continue
+        if rows_done is not None and rows != rows_done:   # the row count grew: estimate again
+            again, best = sorted(costs), None
+            for k in again:
+                consider(k, *(kt := build(k)), alone(kt[1], rows))
+        rows_done = rows
+        for k, (pk, tk) in list(held.items()) + [(g, (pl, t))]:
+            consider(k, pk, tk, alone(tk, rows))
+        held.clear()
+    if held:   # the whole list in estimate_many's batches (the usual case)
+        for k, c in zip(held, estimate_many(system, [t for _, t in held.values()], max_batch_rows=max_rows)):
+            consider(k, *held[k], float(c))
+    pl = dataclasses.replace(best[2], granularity_search=dict(sorted(costs.items())))
+    return pl, best[3]
 
 
 def generated_plan(system: System, collective: str, size_bytes: int, *, algorithm: str = "direct",
@@ -168,9 +201,10 @@ def _make_scenario(system, *, collective, plan_file, size_bytes, policy, tbs_per
         costs, sc_best, err = {}, None, None
         for tbs in tbs_candidates(system.n_gpus, algorithm):
             try:
-                sc = make_scenario(system, collective=collective, size_bytes=size_bytes, policy=name,
-                                   tbs_per_gpu=tbs, algorithm=algorithm, elem_bytes=elem_bytes, options=opts,
-                                   slot_align_bytes=slot_align_bytes)
+                # built here, not through the scenario store: the chosen one is stored once, as "best"
+                sc = _make_scenario(system, collective=collective, plan_file=None, size_bytes=size_bytes,
+                                    policy=name, tbs_per_gpu=tbs, nar_granularity=None, algorithm=algorithm,
+                                    elem_bytes=elem_bytes, options=opts, slot_align_bytes=slot_align_bytes, lim=lim)
             except WorkLimitError:    # over the work limits: the whole call is, not just this candidate
                 raise
             except ValueError as e:   # more threadblocks than the CUs can hold: not a candidate

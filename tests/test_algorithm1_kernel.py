@@ -73,3 +73,60 @@ def test_unknown_engine():
     s = preset("table2", n_gpus=2)
     with pytest.raises(ValueError, match="engine"):
         algorithm1(s, make_plan("allgather", 2, 8192), 1, engine="fortran")
+
+
+def test_logical_groups_match_the_python_loop():
+    """The compiled logical allocation (algorithm1_kernel.logical_groups) gives the groups of the
+    dictionary loop (placement._logical_allocation_python), members and order, on generated plans
+    of every collective and algorithm and on MSCCL plans (several chunks a step)."""
+    import glob
+    import itertools
+
+    from nuna_jax import placement as P
+    from nuna_jax.msccl import load_msccl
+    from nuna_jax.plans import ALGORITHMS, COLLECTIVES, make_plan
+    plans = [make_plan(c, n, z, algorithm=a, tbs_per_gpu=t, slot_align_bytes=4096) for c, a, n, z, t in
+             itertools.product(COLLECTIVES, ALGORITHMS, [2, 5], [999, 3_000_001], [None, 1, 28])]
+    plans += [load_msccl(f, 1 << 20) for f in sorted(glob.glob("/work/shared/data/msccl/*.xml"))]
+    for p in plans:
+        got, ref = P.logical_allocation(p), P._logical_allocation_python(p)
+        assert [g.tolist() for g in got] == [g.tolist() for g in ref]
+        assert P.logical_allocation(p)[0] is got[0]       # kept per plan (NAP's granularity search)
+
+
+def test_ua_dispatch_matches_the_python_loop():
+    """UA's compiled dispatch (algorithm1_kernel.ua_dispatch) places every threadblock on the CU
+    the Python loop (placement._place_ua_python) picks, CUs shared or not, and fails on the same
+    threadblock when the CUs are full."""
+    import itertools
+
+    from nuna_jax import placement as P
+    for n, tbs, sharing in itertools.product([2, 8], [None, 28, 700, 1008], ["spread", "requests"]):
+        s = preset("table2", n_gpus=n)
+        plan = make_plan("allgather", n, 10**6, tbs_per_gpu=tbs, slot_align_bytes=4096)
+        demand = P.cu_demand(s, plan, sharing)
+        np.testing.assert_array_equal(P._place_ua(s, plan, demand), P._place_ua_python(s, plan, demand))
+    s = preset("table2", n_gpus=2)
+    plan = make_plan("allgather", 2, 10**7, tbs_per_gpu=600, slot_align_bytes=4096)
+    demand = np.full(plan.n_tbs, s.max_outstanding_per_cu, np.int64)    # one CU each: 576 CUs, 600 tbs
+    with pytest.raises(ValueError) as new:
+        P._place_ua(s, plan, demand)
+    with pytest.raises(ValueError) as ref:
+        P._place_ua_python(s, plan, demand)
+    assert str(new.value) == str(ref.value)
+
+
+def test_numa_dispatch_matches_the_python_loop():
+    """NUMA's vectorized page histograms and compiled first fit (placement._place_numa) give the
+    CUs of the one-threadblock-at-a-time loop (placement._place_numa_python), on generated plans
+    of several collectives, sizes and threadblock counts, and on unaligned slots."""
+    import itertools
+
+    from nuna_jax import placement as P
+    for coll, n, size, tbs, align in itertools.product(["allgather", "allreduce", "alltoall"], [2, 8],
+                                                      [10**5, 3 * 10**6 + 38], [None, 28, 1008], [1, 4096]):
+        s = preset("table2", n_gpus=n)
+        plan = make_plan(coll, n, size, tbs_per_gpu=tbs, slot_align_bytes=align)
+        demand, ps, groups = P.cu_demand(s, plan), P.round_robin_pages(s, plan), P.logical_allocation(plan)
+        np.testing.assert_array_equal(P._place_numa(s, plan, demand, ps, groups),
+                                      P._place_numa_python(s, plan, demand, ps, groups))

@@ -101,6 +101,7 @@ def test_store_keeps_to_its_size(store, monkeypatch):
     monkeypatch.setattr(cache, "SCENARIO_MAX_ENTRY_BYTES", 10)   # too large to keep: not stored
     scn.make_scenario(s, **{**ARGS, "tbs_per_gpu": 4})
     assert list(store.glob("*.pkl")) == left
+    assert not list(store.glob(".tmp-*"))                       # the partial file written is removed
 
 
 def test_command_line_uses_the_store(tmp_path, monkeypatch, capsys):

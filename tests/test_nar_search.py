@@ -123,3 +123,37 @@ def test_no_compilation_after_the_first_of_each_shape():
         assert cnt.n == n0
     finally:
         cnt.close()
+
+
+def test_streamed_search_equals_the_whole_list(monkeypatch):
+    """Where estimate_many would estimate one table per call (here forced with a small
+    MAX_BATCH_ROWS), the search estimates each candidate as it is built and keeps only the best;
+    its estimates, choice and traffic equal those of estimate_many on every candidate at once,
+    also when the longest table grows mid-search (granularity 5's table padded with zero rows
+    here) and the candidates before it are rebuilt and estimated again."""
+    s = preset("table2", n_gpus=8)
+    plan = generated_plan(s, "allgather", 10**6, tbs_per_gpu=28)
+    real = build_traffic
+    built = []
+
+    def lowering(system, plan, pl, **kw):
+        built.append(pl.routing_granularity)
+        t = real(system, plan, pl, **kw)
+        return K.pad_flows(t, 3 * t.n_flows) if pl.routing_granularity == 5 else t
+
+    cands = {g: lowering(s, plan, place(s, plan, "nap+nar", PolicyOptions(nar_granularity=g)))
+             for g in range(1, min(max_useful_granularity(s), s.n_io_ports) + 1)}
+    rows = [K.batch_rows(t.n_flows) for t in cands.values()]
+    assert rows.index(max(rows)) == 4 and rows[0] < max(rows)    # the longest table comes at g = 5
+    small = rows[0]                       # one table per call at every row count of the search
+    ref = dict(zip(cands, K.estimate_many(s, list(cands.values()), max_batch_rows=small)))
+    ref_g = min(ref, key=lambda g: (ref[g], g))
+    monkeypatch.setattr(K.report, "MAX_BATCH_ROWS", small)
+    monkeypatch.setattr("nuna_jax.scenario.build_traffic", lowering)
+    built.clear()
+    pl, t = search_nar_granularity(s, plan, "nap+nar")
+    assert pl.granularity_search == ref                   # bit for bit
+    assert pl.routing_granularity == ref_g
+    assert built == [1, 2, 3, 4, 5, 1, 2, 3, 4] + list(range(6, len(cands) + 1))
+    for f in ("flits", "port", "dst_stack", "tb"):
+        np.testing.assert_array_equal(getattr(t, f), getattr(cands[ref_g], f))

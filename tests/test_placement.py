@@ -291,3 +291,19 @@ def test_stack_budget_served_balances_what_stacks_serve():
         imbalance[b] = float((served.max(axis=1) / served.mean(axis=1)).max())
     assert pl.stack_budget == "pages"
     assert imbalance["served"] < imbalance["pages"]
+
+
+def test_describe_max_tbs_per_cu_counts_each_gpu_cu_pair():
+    """``max_tbs_per_cu``: the most threadblocks on one (GPU, CU), counted pair by pair."""
+    from collections import Counter
+
+    from nuna_jax.placement import PolicyOptions, place
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import generated_plan
+    for n, tbs, sharing in [(2, 1008, "spread"), (8, 28, "requests"), (8, 7, "spread")]:
+        s = preset("table2", n_gpus=n)
+        pl = place(s, generated_plan(s, "allgather", 10**6, tbs_per_gpu=tbs), "UA", PolicyOptions(cu_sharing=sharing))
+        used = pl.tb_cu >= 0
+        ref = max(Counter(zip(pl.tb_gpu[used].tolist(), pl.tb_cu[used].tolist())).values())
+        assert pl.describe()["max_tbs_per_cu"] == ref
+        assert ref == (2 if tbs > s.n_cus else 1)         # 1,008 threadblocks on 576 CUs: two share

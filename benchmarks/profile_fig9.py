@@ -1,0 +1,95 @@
+"""Where NUNA Figure 9's grid spends its time: the sweep (``sweep.run.execute``) of
+``examples/grids/fig9.toml`` (or a reduced grid) under cProfile, with XLA compilations counted
+(``jax.monitoring``'s backend-compile event, their seconds summed over threads).
+
+    python benchmarks/profile_fig9.py [--gpus 2,8,64] [--sizes 100kB,1MB,10MB,64MB] [--top 40] [--label L]
+    BENCH_CODE_ROOT=/path/to/old/checkout python benchmarks/profile_fig9.py ...   # the same on other code
+
+Prints the sweep's own split (traffic, compile, evaluate), the compilations, and the functions
+with the most time (cumulative and own); writes ``profile_fig9_<backend>_<date>.json`` (the
+split, compilations and the top functions) to ``--out`` (default benchmarks/out).  The scenario
+store is off (every traffic built).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, os.environ.get("BENCH_CODE_ROOT", str(ROOT)))   # another checkout: before/after runs
+os.environ["NUNA_JAX_CACHE_DIR"] = ""            # no scenario store, no persistent XLA cache
+
+import jax  # noqa: E402
+
+from nuna_jax.cli.common import parse_size  # noqa: E402
+from nuna_jax.sweep import grid_from_dict  # noqa: E402
+from nuna_jax.sweep.run import execute  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpus", default="2,8,64")
+    ap.add_argument("--sizes", default="100kB,1MB,10MB,64MB")
+    ap.add_argument("--policies", default="UA,UA+NAR,NUMA+NAR,NAP+NAR")
+    ap.add_argument("--tbs", default="best", help="threadblocks per GPU: best (NUNA 5.1) or an integer")
+    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+    ap.add_argument("--label", default="", help="added to the output file name (e.g. before / after)")
+    a = ap.parse_args(argv)
+    comp = {"n": 0, "s": 0.0}
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            comp["n"] += 1
+            comp["s"] += duration
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    axes = {"model": ["path"], "collective": ["allgather"], "gpus": [int(x) for x in a.gpus.split(",")],
+            "size": a.sizes.split(","), "policy": a.policies.split(",")}
+    if a.tbs != "best":
+        axes["tbs"] = [int(a.tbs)]
+    g = grid_from_dict({"sweep": {"system": "table2"}, "axes": axes}, parse_size=parse_size)
+    pr = cProfile.Profile()
+    t0, c0 = time.perf_counter(), time.process_time()
+    with tempfile.TemporaryDirectory() as d:
+        pr.enable()
+        summary = execute(g, Path(d) / "fig9.csv", progress=False)
+        pr.disable()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "backend": jax.default_backend(),
+                       "devices": [str(x) for x in jax.devices()], "jax": jax.__version__,
+                       "load_avg": os.getloadavg()},
+           "code": str(Path(sys.modules["nuna_jax"].__file__).parent), "grid": axes, "points": g.n_points, "wall_s": wall, "cpu_s": cpu,
+           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+           "traffic_s": summary.get("plan_s"), "compile_s": summary.get("compile_s"), "eval_s": summary.get("eval_s"),
+           "xla_compilations": comp["n"], "xla_compile_s_summed": comp["s"]}
+    print({k: v for k, v in res.items() if k != "machine"}, flush=True)
+    tops = {}
+    for key in ("cumulative", "tottime"):
+        buf = io.StringIO()
+        pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(a.top)
+        tops[key] = buf.getvalue()
+        print(tops[key])
+    res["top"] = tops
+    label = f"_{a.label}" if a.label else ""
+    out = Path(a.out) / f"profile_fig9_{jax.default_backend()}{label}_{res['date'][:10]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
