@@ -1,0 +1,399 @@
+"""The fast engine of credit flow control: the semantics of :mod:`.reference_credit`, compiled.
+
+It reads the compressed program (:class:`.program.Program`, expanded to one stage row per flow:
+credit mode keeps per-flow rows, so it is meant for cases of up to a few million flit-hops)
+and the buffer rules of :mod:`.flow_control`.  Events are int64 keys ``((time << 1 | kind) << b) | id``
+in one binary heap: kind 0 ``id < N`` a flit's arrival (its stage in the record), ``id >= N`` a
+credit returning to buffer VC ``id - N``; kind 1 ``id`` a resource that may start a service.
+Kind-0 events commute, so equal keys need no tie-break; kind-1 events run in resource-id order,
+as in the reference.  A resource's candidates are a list sorted by ``(arrival, flit id)``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import path
+from ..numba_jit import HAVE_NUMBA, jit as _jit
+from .flow_control import (KIND_CU, KIND_EGRESS, KIND_HBM, KIND_INGRESS, KIND_LINK, N_CLASSES, FlowControl,
+                           credit_delay_ps, link_latency_delta_ps, out_buffers, resource_kinds, stage_classes)
+from .program import Program
+from .result import SimResult, SimulationError
+
+__all__ = ["credit_tables", "run_credit_fast"]
+
+
+def credit_tables(prog: Program, system, fc: FlowControl):
+    """Per-flow stage rows for the credit kernel: ``(res, svc, lat, nst, nvc, cls, mark, mark_off)``
+    (``[L, K]`` / ``[L]``); link latencies carry :func:`.flow_control.link_latency_delta_ps`."""
+    lay = path.resource_layout(system)
+    res, svc, lat, nst = prog.expand()
+    kinds = resource_kinds(lay, res)
+    delta = link_latency_delta_ps(system, fc)
+    lat = lat + np.where(kinds == KIND_LINK, delta, 0)
+    L, K = res.shape
+    mark = np.full(L, -1, np.int64)
+    moff = np.zeros(L, np.int64)
+    tr = np.flatnonzero((prog.flow_nseg > 0) & (np.arange(L) < prog.n_traffic_flows))
+    row0 = prog.flow_seg[tr, 0]
+    mark[tr] = prog.seg_mark[row0]
+    ok = mark[tr] >= 0
+    tr, row0 = tr[ok], row0[ok]
+    moff[tr] = prog.seg_mark_off[row0] + np.where(kinds[tr, mark[tr]] == KIND_LINK, delta, 0)
+    nvc = np.zeros((L, K), np.int64)
+    cls = np.zeros((L, K), np.int64)
+    memo = {}
+    for fl in range(L):
+        key = (tuple(kinds[fl, :nst[fl]].tolist()), int(mark[fl]))
+        if key not in memo:
+            c = stage_classes(key[0], key[1])
+            b = out_buffers(key[0], fc)
+            memo[key] = (c, [x[0] for x in b])
+        c, v = memo[key]
+        cls[fl, :nst[fl]] = c
+        nvc[fl, :nst[fl]] = v
+    return res, svc, lat, nst.astype(np.int64), nvc, cls, mark, moff
+
+
+def _initial_credits(system, fc: FlowControl, n_res: int, max_v: int) -> np.ndarray:
+    """Credits of every buffer VC ``(resource * N_CLASSES + class) * max_v + vc``: its depth."""
+    lay = path.resource_layout(system)
+    depth_of = {KIND_CU: fc.inj_buf_flits, KIND_HBM: fc.vc_buf_flits, KIND_LINK: fc.vc_buf_flits,
+                KIND_EGRESS: fc.port_buf_flits, KIND_INGRESS: fc.port_buf_flits}
+    kinds = resource_kinds(lay, np.arange(n_res))
+    d = np.array([depth_of[int(k)] for k in range(5)], np.int64)[kinds]
+    return np.repeat(d, N_CLASSES * max_v).astype(np.int64)
+
+
+@_jit
+def _push(hk, hp, n, key, pay):
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= key:
+            break
+        hk[i] = hk[p]
+        hp[i] = hp[p]
+        i = p
+    hk[i] = key
+    hp[i] = pay
+    return n + 1
+
+
+@_jit
+def _pop(hk, hp, n):
+    n -= 1
+    lk = hk[n]
+    lp = hp[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= lk:
+            break
+        hk[i] = hk[c]
+        hp[i] = hp[c]
+        i = c
+    if n > 0:
+        hk[i] = lk
+        hp[i] = lp
+    return n
+
+
+@_jit
+def _cand_insert(r, f, a, chead, ctail, cnext, cprev, carr):
+    """Insert flit ``f`` (arrival ``a``) into resource ``r``'s candidate list, sorted by (arrival, id)."""
+    carr[f] = a
+    p = ctail[r]
+    while p >= 0 and (carr[p] > a or (carr[p] == a and p > f)):
+        p = cprev[p]
+    if p < 0:
+        nx = chead[r]
+        chead[r] = f
+    else:
+        nx = cnext[p]
+        cnext[p] = f
+    cprev[f] = p
+    cnext[f] = nx
+    if nx < 0:
+        ctail[r] = f
+    else:
+        cprev[nx] = f
+
+
+@_jit
+def _cand_remove(r, f, chead, ctail, cnext, cprev):
+    p = cprev[f]
+    nx = cnext[f]
+    if p < 0:
+        chead[r] = nx
+    else:
+        cnext[p] = nx
+    if nx < 0:
+        ctail[r] = p
+    else:
+        cprev[nx] = p
+    cnext[f] = -1
+    cprev[f] = -1
+
+
+@_jit
+def _best_vc(credits, base, nv):
+    """VC with the most credits (lowest index among ties) of the buffer at ``base``; -2 if none has one."""
+    best = -2
+    most = 0
+    for v in range(nv):
+        c = credits[base + v]
+        if c > most:
+            most = c
+            best = v
+    return best
+
+
+@_jit
+def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
+                iss_of_res, phase_total, window, credits, max_v, cd, maxt, b, cap,
+                issue_ps, deliver_ps, store_ps, busy, counts):
+    """Run the credit-mode event loop to the end.  ``counts`` receives (injected, delivered, hops,
+    error: 0 ok, 1 time bound, 2 event heap full)."""
+    n = flit_flow.shape[0]
+    n_res = iss_of_res.shape[0]
+    n_iss = iss_end.shape[0]
+    mask = (np.int64(1) << b) - 1
+    hk = np.empty(cap, np.int64)
+    hp = np.empty(cap, np.int64)
+    hn = 0
+    free = np.zeros(n_res, np.int64)
+    try_at = np.full(n_res, -1, np.int64)
+    chead = np.full(n_res, -1, np.int64)
+    ctail = np.full(n_res, -1, np.int64)
+    cnext = np.full(n, -1, np.int64)
+    cprev = np.full(n, -1, np.int64)
+    carr = np.zeros(n, np.int64)
+    n_bv = credits.shape[0]
+    fhead = np.full(n_bv, -1, np.int64)
+    ftail = np.full(n_bv, -1, np.int64)
+    fnext = np.full(n, -1, np.int64)
+    held = np.full(n, -1, np.int64)
+    at = np.full(n, -1, np.int64)
+    ptr = iss_start.copy()
+    out = np.zeros(n_iss, np.int64)
+    wait = np.zeros(n_iss, np.int64)
+    pdone = np.zeros(phase_total.shape[0], np.int64)
+    popen = np.zeros(phase_total.shape[0], np.int64)
+    if phase_total.shape[0] > 0:
+        popen[0] = 1
+    inj = 0
+    dlv = 0
+    hops = 0
+    err = 0
+    for i in range(n_iss):
+        r = iss_res[i]
+        hn = _push(hk, hp, hn, ((np.int64(1)) << b) | r, 0)
+        try_at[r] = 0
+    blocked = np.zeros(N_CLASSES, np.int64)
+    while hn > 0:
+        key = hk[0]
+        pay = hp[0]
+        hn = _pop(hk, hp, hn)
+        t = key >> (b + 1)
+        kind = (key >> b) & 1
+        ident = key & mask
+        if kind == 0 and ident >= n:                      # a credit returns
+            bv = ident - n
+            credits[bv] += 1
+            r = bv // (N_CLASSES * max_v)
+            if try_at[r] != t:
+                try_at[r] = t
+                hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+            continue
+        if kind == 0:                                     # flit ident arrives at stage pay
+            f = ident
+            fl = flit_flow[f]
+            if pay == nst[fl]:                            # delivered
+                deliver_ps[f] = t
+                dlv += 1
+                i = flit_issuer[f]
+                out[i] -= 1
+                if wait[i] == 2:
+                    wait[i] = 0
+                    r = iss_res[i]
+                    if try_at[r] != t:
+                        try_at[r] = t
+                        hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+                ph = flit_phase[f]
+                if ph >= 0:
+                    pdone[ph] += 1
+                    if pdone[ph] == phase_total[ph] and ph + 1 < phase_total.shape[0]:
+                        popen[ph + 1] = 1
+                        for j in range(n_iss):
+                            if wait[j] == 1:
+                                wait[j] = 0
+                                r = iss_res[j]
+                                if try_at[r] != t:
+                                    try_at[r] = t
+                                    hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+                continue
+            at[f] = pay
+            carr[f] = t
+            hb = held[f]
+            if hb < 0 or fhead[hb] == f:
+                r = res[fl, pay]
+                _cand_insert(r, f, t, chead, ctail, cnext, cprev, carr)
+                if try_at[r] != t:
+                    try_at[r] = t
+                    hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+            continue
+        # kind 1: resource ident may start a service
+        r = ident
+        if try_at[r] == t:
+            try_at[r] = -1                                # processed: a later trigger at t pushes again
+        if free[r] > t:
+            continue
+        f = -1
+        k = 0
+        v = -1
+        i = iss_of_res[r]
+        if i >= 0:                                        # a CU: issue
+            f = ptr[i]
+            if f >= iss_end[i]:
+                continue
+            ph = flit_phase[f]
+            if ph >= 0 and popen[ph] == 0:
+                wait[i] = 1
+                continue
+            if out[i] >= window:
+                wait[i] = 2
+                continue
+            fl = flit_flow[f]
+            nv = nvc[fl, 0]
+            if nv > 0:
+                v = _best_vc(credits, (r * N_CLASSES + cls[fl, 0]) * max_v, nv)
+                if v == -2:
+                    continue                              # injection buffer full: a credit wakes it
+            ptr[i] = f + 1
+            out[i] += 1
+            inj += 1
+            issue_ps[f] = t
+        else:
+            for c in range(N_CLASSES):
+                blocked[c] = 0
+            g = chead[r]
+            while g >= 0:
+                fl = flit_flow[g]
+                kg = at[g]
+                nv = nvc[fl, kg]
+                if nv == 0:
+                    f = g
+                    k = kg
+                    v = -1
+                    break
+                c = cls[fl, kg]
+                if blocked[c] == 0:
+                    v = _best_vc(credits, (r * N_CLASSES + c) * max_v, nv)
+                    if v >= 0:
+                        f = g
+                        k = kg
+                        break
+                    blocked[c] = 1
+                g = cnext[g]
+            if f < 0:
+                continue
+            _cand_remove(r, f, chead, ctail, cnext, cprev)
+        # flit f starts service at stage k of resource r, taking output VC v
+        fl = flit_flow[f]
+        hb = held[f]
+        if hb >= 0:                                       # leave the VC held
+            fhead[hb] = fnext[f]
+            if fnext[f] < 0:
+                ftail[hb] = -1
+            fnext[f] = -1
+            hn = _push(hk, hp, hn, ((t + cd) << (b + 1)) | (n + hb), 0)
+            h = fhead[hb]
+            if h >= 0 and at[h] >= 0:
+                rh = res[flit_flow[h], at[h]]
+                _cand_insert(rh, h, carr[h], chead, ctail, cnext, cprev, carr)
+                if try_at[rh] != t:
+                    try_at[rh] = t
+                    hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | rh, 0)
+            held[f] = -1
+        if v >= 0:
+            bv = (r * N_CLASSES + cls[fl, k]) * max_v + v
+            credits[bv] -= 1
+            if ftail[bv] < 0:
+                fhead[bv] = f
+            else:
+                fnext[ftail[bv]] = f
+            ftail[bv] = f
+            held[f] = bv
+        at[f] = -1
+        s = svc[fl, k]
+        free[r] = t + s
+        busy[r] += s
+        hops += 1
+        if k == mark[fl]:
+            store_ps[f] = t + moff[fl]
+        nxt = t + s + lat[fl, k]
+        if nxt > maxt:
+            err = 1
+            break
+        if try_at[r] != t + s:
+            try_at[r] = t + s
+            hn = _push(hk, hp, hn, ((((t + s) << 1) | 1) << b) | r, 0)
+        hn = _push(hk, hp, hn, (nxt << (b + 1)) | f, k + 1)
+        if hn > cap - 8:
+            err = 2
+            break
+    counts[0] = inj
+    counts[1] = dlv
+    counts[2] = hops
+    counts[3] = err
+    return 0
+
+
+def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None) -> SimResult:
+    """Run the compiled credit-mode loop on ``prog``; :class:`SimulationError` on a bound or a deadlock."""
+    t0 = time.perf_counter()
+    res, svc, lat, nst, nvc, cls, mark, moff = credit_tables(prog, system, fc)
+    n = prog.n_flits
+    n_res = prog.n_resources
+    max_v = max(int(fc.num_vcs), 1)
+    credits = _initial_credits(system, fc, n_res, max_v)
+    iss_of_res = np.full(n_res, -1, np.int64)
+    iss_of_res[prog.iss_res] = np.arange(prog.iss_res.shape[0])
+    b = max(1, int(max(n + credits.shape[0], n_res)).bit_length())
+    cap_t = (np.iinfo(np.int64).max >> (b + 1)) - 1
+    maxt = cap_t if max_time_ps is None else min(int(max_time_ps), cap_t)
+    cap = 4 * n + 4 * n_res + 1024
+    loop_s = cpu_s = 0.0
+    while True:
+        issue_ps = np.full(n, -1, np.int64)
+        deliver_ps = np.full(n, -1, np.int64)
+        store_ps = np.full(n, -1, np.int64)
+        busy = np.zeros(n_res, np.int64)
+        counts = np.zeros(4, np.int64)
+        t1, c1 = time.perf_counter(), time.thread_time()
+        credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, np.ascontiguousarray(prog.flit_flow, np.int64),
+                    prog.flit_phase.astype(np.int64), prog.flit_issuer.astype(np.int64), prog.iss_start.astype(np.int64), prog.iss_end.astype(np.int64),
+                    prog.iss_res.astype(np.int64), iss_of_res, prog.phase_total.astype(np.int64), np.int64(prog.window),
+                    credits.copy(), np.int64(max_v), np.int64(credit_delay_ps(system, fc)), np.int64(maxt),
+                    np.int64(b), np.int64(cap), issue_ps, deliver_ps, store_ps, busy, counts)
+        loop_s, cpu_s = time.perf_counter() - t1, time.thread_time() - c1
+        if counts[3] != 2:
+            break
+        cap *= 4                                          # the heap was full: again, with room
+    inj, dlv, hops, err = (int(x) for x in counts)
+    if err == 1:
+        raise SimulationError(f"simulation could not finish within the time bound of {maxt / 1e6:.3f} us "
+                              f"({dlv} of {n} flits delivered); raise max_time_ns")
+    if dlv < n:
+        raise SimulationError(f"deadlock: no event left with {n - dlv} of {n} flits undelivered "
+                              f"({n - inj} not issued)")
+    return SimResult(int(deliver_ps.max()) if n else 0, issue_ps, deliver_ps, store_ps, prog.flit_flow, busy,
+                     inj, dlv, hops, prog.n_traffic_flows, "fast-credit" + ("-numba" if HAVE_NUMBA else "-python"),
+                     time.perf_counter() - t0, True, loop_s, None, cpu_s)
