@@ -163,7 +163,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
     error: 0 ok, 1 time bound, 2 event heap full)."""
     n = flit_flow.shape[0]
     n_res = iss_of_res.shape[0]
-    n_iss = iss_end.shape[0]
+    n_iss = iss_start.shape[0]
     mask = (np.int64(1) << b) - 1
     hk = np.empty(cap, np.int64)
     hp = np.empty(cap, np.int64)
@@ -198,6 +198,9 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
         try_at[r] = 0
     blocked = np.zeros(N_CLASSES, np.int64)
     while hn > 0:
+        if hn > cap - n_iss - 8:                          # an event pushes at most n_iss + 4 records
+            err = 2
+            break
         key = hk[0]
         pay = hp[0]
         hn = _pop(hk, hp, hn)
@@ -346,9 +349,6 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             try_at[r] = t + s
             hn = _push(hk, hp, hn, ((((t + s) << 1) | 1) << b) | r, 0)
         hn = _push(hk, hp, hn, (nxt << (b + 1)) | f, k + 1)
-        if hn > cap - 8:
-            err = 2
-            break
     counts[0] = inj
     counts[1] = dlv
     counts[2] = hops
@@ -369,7 +369,7 @@ def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None)
     b = max(1, int(max(n + credits.shape[0], n_res)).bit_length())
     cap_t = (np.iinfo(np.int64).max >> (b + 1)) - 1
     maxt = cap_t if max_time_ps is None else min(int(max_time_ps), cap_t)
-    cap = 4 * n + 4 * n_res + 1024
+    cap = 4 * n + 4 * n_res + 2 * prog.iss_start.shape[0] + 1024
     loop_s = cpu_s = 0.0
     while True:
         issue_ps = np.full(n, -1, np.int64)
