@@ -19,7 +19,7 @@ from .program import to_ps
 
 __all__ = ["FlowControl", "MODES", "KIND_CU", "KIND_HBM", "KIND_LINK", "KIND_EGRESS", "KIND_INGRESS",
            "N_CLASSES", "flow_control", "resource_kinds", "stage_classes", "out_buffers", "link_latency_delta_ps",
-           "credit_delay_ps", "settings"]
+           "credit_delay_ps", "settings", "line_rate_depths"]
 
 MODES = ("none", "credit")
 KIND_CU, KIND_HBM, KIND_LINK, KIND_EGRESS, KIND_INGRESS = 0, 1, 2, 3, 4
@@ -156,3 +156,19 @@ def link_latency_delta_ps(system, fc: FlowControl) -> int:
 
 def credit_delay_ps(system, fc: FlowControl) -> int:
     return _cycles_ps(system, fc.credit_delay_cycles)
+
+
+def line_rate_depths(system, fc: FlowControl) -> dict:
+    """Buffer depths (flits) that keep one sender at line rate through a credit round trip
+    (a slot is held from the sender's service start until the flit leaves the next buffer, and its
+    credit is back ``credit_delay`` later): ``mesh`` for a router input VC behind a mesh link
+    (``ceil((flit / link_bw + hop + credit) / (flit / link_bw))``), ``port`` for the FIFO behind
+    an I/O port (``ceil((flit / port_bw + switch_latency + credit) / (flit / port_bw))``).
+    Shallower buffers cap a busy link's or port's rate at ``depth / round trip``."""
+    from ..path import port_service_ns
+    link_svc = float(system.flit_bytes / system.link_bw_bytes_per_ns)
+    hop = float(system.hop_ns) if fc.router_cycles is None else sum(fc.router_cycles) / float(system.noc_clock_ghz)
+    cd = fc.credit_delay_cycles / float(system.noc_clock_ghz)
+    port_svc = float(port_service_ns(system))
+    return {"mesh": int(np.ceil((link_svc + hop + cd) / link_svc - 1e-9)),
+            "port": int(np.ceil((port_svc + float(system.switch_latency_ns) + cd) / port_svc - 1e-9))}
