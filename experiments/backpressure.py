@@ -4,7 +4,7 @@ flow control beside the unbounded-queue model.
 8-GPU All-Gather, Table 2, UA vs NAP+NAR (``--full``: also Figure 11's seven policies at 100 kB
 and Figure 12's sizes up to 10 MB).  Each point keeps the threadblock count the analytical model
 picks (NUNA 5.1, as Figures 9-12 do); the same traffic then runs through the exact simulator with
-``flow_control="none"`` and ``"credit"`` at each buffer depth of DEPTHS, and the analytical estimate
+``flow_control="none"`` and ``"credit"`` in each configuration below, and the analytical estimate
 and lower bound are set beside it.  Figure 10's store-latency histograms are redrawn at 1 MB.
 
 Buffers (one VC per class, credit delay 1 cycle).  What limits a buffer is its depth against the

@@ -377,17 +377,20 @@ def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None)
         store_ps = np.full(n, -1, np.int64)
         busy = np.zeros(n_res, np.int64)
         counts = np.zeros(4, np.int64)
+        cred = credits.copy()
         t1, c1 = time.perf_counter(), time.thread_time()
         credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, np.ascontiguousarray(prog.flit_flow, np.int64),
                     prog.flit_phase.astype(np.int64), prog.flit_issuer.astype(np.int64), prog.iss_start.astype(np.int64), prog.iss_end.astype(np.int64),
                     prog.iss_res.astype(np.int64), iss_of_res, prog.phase_total.astype(np.int64), np.int64(prog.window),
-                    credits.copy(), np.int64(max_v), np.int64(credit_delay_ps(system, fc)), np.int64(maxt),
+                    cred, np.int64(max_v), np.int64(credit_delay_ps(system, fc)), np.int64(maxt),
                     np.int64(b), np.int64(cap), issue_ps, deliver_ps, store_ps, busy, counts)
         loop_s, cpu_s = time.perf_counter() - t1, time.thread_time() - c1
         if counts[3] != 2:
             break
         cap *= 4                                          # the heap was full: again, with room
     inj, dlv, hops, err = (int(x) for x in counts)
+    if err == 0 and dlv == n and not np.array_equal(cred, credits):
+        raise SimulationError("credit conservation violated: some buffer did not get all its credits back")
     if err == 1:
         raise SimulationError(f"simulation could not finish within the time bound of {maxt / 1e6:.3f} us "
                               f"({dlv} of {n} flits delivered); raise max_time_ns")

@@ -125,9 +125,11 @@ def out_buffers(kinds, fc: FlowControl) -> list[tuple[int, int]]:
     The last stage has none (the HBM write, a CU receiving a read response: sinks always accept).
     A CU's issue fills its injection buffer only when the next resource is on the data network (a
     write); a read request travels on the request network, which is not modelled as buffers (the
-    outstanding-request window bounds it).  An HBM read or a mesh link feeds a router input port
-    (``num_vcs`` x ``vc_buf_flits``); an egress port the switch's FIFO, an ingress port the
-    destination's port FIFO (1 x ``port_buf_flits``)."""
+    outstanding-request window bounds it).  An egress port feeds the switch's FIFO, an ingress port
+    the destination port's receive FIFO (1 x ``port_buf_flits``); an HBM read or a mesh link a
+    router input port (``num_vcs`` x ``vc_buf_flits``), which is also where a flit waits for its
+    egress port (a buffer is named by the resource before it, so the depth is a property of that
+    resource's kind alone)."""
     out = []
     for k, kind in enumerate(kinds):
         nxt = kinds[k + 1] if k + 1 < len(kinds) else -1

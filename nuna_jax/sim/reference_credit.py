@@ -81,6 +81,7 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
     waiting = {c: None for c in issuers}
     cand: dict[int, list] = {}              # resource -> [(arrival, flit)]: its candidates
     credits: dict[tuple, int] = {}          # (buffer, vc) -> credits at the sender
+    depth_of: dict[tuple, int] = {}         # (buffer, vc) -> its depth
     fifo: dict[tuple, deque] = {}           # (buffer, vc) -> flits in it, in the order they took credits
     held = [None] * n                       # (buffer, vc) each flit occupies
     at = [-1] * n                           # column each flit waits at (-1: in transit)
@@ -98,6 +99,8 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
         if nv == 0:
             return -1
         b = int(res[order[f], k]) * N_CLASSES + cls_tab[order[f], k]
+        for v in range(nv):
+            depth_of.setdefault((b, v), depth)
         most = max(range(nv), key=lambda v: (credits.setdefault((b, v), depth), -v))
         return most if credits[b, most] > 0 else -2
 
@@ -120,6 +123,7 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
         if v >= 0:
             key = (r * N_CLASSES + cls_tab[row, k], v)
             credits[key] -= 1
+            assert credits[key] >= 0, "a buffer holds more flits than its depth"
             fifo.setdefault(key, deque()).append(f)
             held[f] = key
         at[f] = -1
