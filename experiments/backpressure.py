@@ -7,19 +7,23 @@ picks (NUNA 5.1, as Figures 9-12 do); the same traffic then runs through the exa
 ``flow_control="none"`` and ``"credit"`` in each configuration below, and the analytical estimate
 and lower bound are set beside it.  Figure 10's store-latency histograms are redrawn at 1 MB.
 
-Buffers (one VC per class, credit delay 1 cycle).  What limits a buffer is its depth against the
-credit round trip (``flow_control.line_rate_depths``): Table 2's mesh hop is 10 cycles (8.33 ns)
-behind a 0.31 ns flit, so a router input VC needs 31 flits to keep its link at line rate; the
-switch leg is 500 ns behind a 5.12 ns flit, so a port FIFO needs 99.  Configurations:
+Credit delay 1 cycle.  What limits a buffer is its depth against the credit round trip
+(``flow_control.line_rate_depths``): Table 2's mesh hop is 10 cycles (8.33 ns) behind a 0.31 ns
+flit, so a router input VC needs 31 flits to keep its link at line rate; the switch leg is 500 ns
+behind a 5.12 ns flit, so a port FIFO needs 99.  And a router with one FIFO VC per input is
+input-queued: a flit waiting for a busy output blocks the flits behind it (head-of-line blocking),
+which the unbounded model (one FCFS queue per resource: output-queued) does not have.
+Configurations (``1vc`` / ``4vc``: virtual channels per input port and class):
 
-* ``line_rate``: both at those depths: back-pressure only where queues would otherwise grow;
-* ``volta_40`` / ``fermi_10``: router VCs of 40 / 10 flits, ports at line rate.  GPGPU-Sim's tested
-  GPU interconnect configurations (accel-sim/gpgpu-sim_distribution,
-  configs/tested-cfgs/SM7_QV100/config_volta_islip.icnt and SM2_GTX480/config_fermi_islip.icnt)
-  give ``num_vcs = 1``, ``vc_buf_size`` 256 and 64 flits of ``flit_size = 40`` B: 10,240 B and
-  2,560 B per input port, i.e. 40 and 10 of our 256 B flits (they also use separate request and
-  reply subnetworks, as our buffer classes do);
-* ``ports_10``: router VCs at line rate, 10-flit port FIFOs (a switch link without RTT-sized buffers).
+* ``line_rate_*``: router VCs and port FIFOs at those depths: back-pressure only where queues grow;
+* ``fermi_10_*``: 10-flit router VCs, ports at line rate.  GPGPU-Sim's tested GPU interconnect
+  configurations (accel-sim/gpgpu-sim_distribution, configs/tested-cfgs/SM2_GTX480/
+  config_fermi_islip.icnt and SM7_QV100/config_volta_islip.icnt) give ``num_vcs = 1`` and
+  ``vc_buf_size`` 64 and 256 flits of ``flit_size = 40`` B: 2,560 B and 10,240 B per input port,
+  i.e. 10 and 40 of our 256 B flits (the 40-flit one is deeper than the line-rate 31); they also
+  use separate request and reply subnetworks, as our buffer classes do;
+* ``ports_10_4vc``: router VCs at line rate, 10-flit port FIFOs (a switch link without buffers
+  sized for its 500 ns round trip).
 
     python experiments/backpressure.py [--quick] [--full] [--out DIR]
 """
@@ -55,9 +59,11 @@ def configs(s) -> dict:
     """Name -> FlowControl of each credit configuration (module doc)."""
     base = flow_control("credit", num_vcs=1, credit_delay_cycles=1)
     lr = line_rate_depths(s, base)
-    mk = lambda mesh, port: base._replace(vc_buf_flits=mesh, port_buf_flits=port, inj_buf_flits=mesh)  # noqa: E731
-    return {"line_rate": mk(lr["mesh"], lr["port"]), "volta_40": mk(40, lr["port"]),
-            "fermi_10": mk(10, lr["port"]), "ports_10": mk(lr["mesh"], 10)}
+    mk = lambda vcs, mesh, port: base._replace(num_vcs=vcs, vc_buf_flits=mesh, port_buf_flits=port,  # noqa: E731
+                                               inj_buf_flits=mesh)
+    return {"line_rate_1vc": mk(1, lr["mesh"], lr["port"]), "line_rate_4vc": mk(4, lr["mesh"], lr["port"]),
+            "fermi_10_1vc": mk(1, 10, lr["port"]), "fermi_10_4vc": mk(4, 10, lr["port"]),
+            "ports_10_4vc": mk(4, lr["mesh"], 10)}
 
 
 def run_point(s, size: int, policy: str, cands, hist: bool) -> dict:
@@ -118,7 +124,7 @@ def main(argv=None) -> int:
         speedups[str(n)]["estimate"] = by["UA"]["estimate_ns"] / by["NAP+NAR"]["estimate_ns"]
     out = {"experiment": "NUNA under back-pressure (issue 21 item 4)", "system": "table2", "gpus": 8,
            "collective": "allgather", "depth_source": SOURCE,
-           "line_rate_depths": line_rate_depths(s, flow_control("credit", num_vcs=1, credit_delay_cycles=1)),
+           "line_rate_depths": line_rate_depths(s, flow_control("credit", credit_delay_cycles=1)),
            "credit_settings": {k: settings(fc) for k, fc in configs(s).items()},
            "tbs_per_gpu": f"the estimate's best of {cands}", "rows": rows, "nap_nar_speedup": speedups,
            "bound_holds": all(v["sim_over_bound"] >= 1.0 for r in rows for v in r["sim"].values()),
@@ -150,7 +156,7 @@ def plot(out, png: Path) -> None:
     for r in out["rows"]:
         if r["size_bytes"] != 10**6 or r["policy"] not in ("UA", "NAP+NAR"):
             continue
-        for i, lab in enumerate(("none", "fermi_10")):
+        for i, lab in enumerate(("none", "fermi_10_4vc")):
             d = r["sim"][lab]
             e = np.asarray(d["hist_edges_ns"])
             ax2.step(e[:-1], d["hist_counts"], where="post", color="C0" if r["policy"] == "UA" else "C1",
@@ -158,7 +164,7 @@ def plot(out, png: Path) -> None:
     ax2.set_xlim(0, 3000)
     ax2.set_xlabel("one-way store latency (ns)")
     ax2.set_ylabel("flits")
-    ax2.set_title("Figure 10 at 1 MB: unbounded vs 10-flit router VCs")
+    ax2.set_title("Figure 10 at 1 MB: unbounded vs 4 x 10-flit router VCs")
     ax2.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, png)

@@ -56,10 +56,10 @@ def _tiny(**kw):
     return from_params(**p)
 
 
-def _one_flow(s, flits, cu=0, stack=0, port=0, dst_stack=0):
+def _one_flow(s, flits, cu=0, stack=0, port=0, dst_stack=0, dst_channel=0):
     one = lambda v: np.array([v])  # noqa: E731
     return make_traffic(s, src_gpu=one(0), cu=one(cu), read_stack=one(stack), port=one(port), dst_gpu=one(1),
-                        dst_stack=one(dst_stack), flits=one(flits))
+                        dst_stack=one(dst_stack), dst_channel=one(dst_channel), flits=one(flits))
 
 
 def _both(s, t, fc, bg=None):
@@ -87,6 +87,25 @@ def test_lone_flit_latency_through_the_router_pipeline():
     assert plain.completion_ps == none.completion_ps
     piped = _both(s, t, flow_control("credit", router_cycles=(1, 1, 1, 1, 1)))
     assert piped.completion_ps == none.completion_ps + links * (5000 - 2000)
+
+
+@pytest.mark.parametrize("rd,va,sa", [(1, 1, 1), (0, 2, 3)])
+def test_mesh_hop_equals_the_noc_simulators_in_cycles(rd, va, sa):
+    """Cross-check with nuna_jax.noc (validated against BookSim2): with the same routing, VC- and
+    switch-allocation delays, one more mesh link adds the same cycles to a lone flit in both.  The
+    NoC simulator's zero-load latency of a 1-flit packet over h links is 2 + (h + 1) P cycles,
+    P = routing + vc_alloc + sw_alloc + 2 (docs/noc.md); ours, per link, is the flit's serialization
+    (1 cycle here) + routing + vc_alloc + sw_alloc + traversal (1) + link (0)."""
+    from nuna_jax.noc.config import load_config
+    from nuna_jax.noc.sim import zero_load_latency
+    cfg = load_config(overrides=[("topology", "mesh"), ("k", 2), ("n", 1), ("routing_function", "dor"),
+                                 ("num_vcs", 1), ("traffic", "neighbor"), ("routing_delay", rd),
+                                 ("vc_alloc_delay", va), ("sw_alloc_delay", sa)])
+    per_router = (zero_load_latency(cfg) - 2 - (cfg["packet_size"] - 1)) / 2     # every packet: 1 link, 2 routers
+    s = _tiny()                                  # 1 GHz; 256 B at 256 B/ns: one cycle a link
+    fc = flow_control("credit", router_cycles=(rd, va, sa, 1, 0))
+    lat = [_both(s, _one_flow(s, 1, dst_channel=h), fc).completion_ps for h in range(4)]   # h links (port at router 0)
+    assert np.diff(lat).tolist() == [per_router * 1000] * 3
 
 
 def test_two_flits_behind_a_one_flit_switch_fifo():
