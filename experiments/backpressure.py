@@ -1,4 +1,4 @@
-"""NUNA under back-pressure (issue 21, item 4): Figures 10-12 and the 8-GPU headline rerun with credit
+"""NUNA under back-pressure: Figures 10-12 and the 8-GPU headline rerun with credit
 flow control beside the unbounded-queue model.
 
 8-GPU All-Gather, Table 2, UA vs NAP+NAR (``--full``: also Figure 11's seven policies at 100 kB
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
         speedups[str(n)] = {k: by["UA"]["sim"][k]["completion_ns"] / by["NAP+NAR"]["sim"][k]["completion_ns"]
                             for k in by["UA"]["sim"]}
         speedups[str(n)]["estimate"] = by["UA"]["estimate_ns"] / by["NAP+NAR"]["estimate_ns"]
-    out = {"experiment": "NUNA under back-pressure (issue 21 item 4)", "system": "table2", "gpus": 8,
+    out = {"experiment": "NUNA under back-pressure", "system": "table2", "gpus": 8,
            "collective": "allgather", "depth_source": SOURCE,
            "line_rate_depths": line_rate_depths(s, flow_control("credit", credit_delay_cycles=1)),
            "credit_settings": {k: settings(fc) for k, fc in configs(s).items()},

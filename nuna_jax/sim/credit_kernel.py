@@ -6,7 +6,9 @@ and the buffer rules of :mod:`.flow_control`.  Events are int64 keys ``((time <<
 in one binary heap: kind 0 ``id < N`` a flit's arrival (its stage in the record), ``id >= N`` a
 credit returning to buffer VC ``id - N``; kind 1 ``id`` a resource that may start a service.
 Kind-0 events commute, so equal keys need no tie-break; kind-1 events run in resource-id order,
-as in the reference.  A resource's candidates are a list sorted by ``(arrival, flit id)``.
+as in the reference.  A resource's candidates are kept in one list per buffer they need a credit of
+(and one for those needing none), each sorted by ``(arrival, flit id)``: the oldest eligible
+candidate is the oldest of the heads of the lists whose buffer has a credit.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 import numpy as np
 
 from .. import path
-from ..numba_jit import HAVE_NUMBA, jit as _jit
+from ..numba_jit import HAVE_NUMBA, jit_inline as _jit_inline, jit_loop as _jit_loop
 from .flow_control import (KIND_CU, KIND_EGRESS, KIND_HBM, KIND_INGRESS, KIND_LINK, N_CLASSES, FlowControl,
                            credit_delay_ps, link_latency_delta_ps, out_buffers, resource_kinds, stage_classes)
 from .program import Program
@@ -67,7 +69,7 @@ def _initial_credits(system, fc: FlowControl, n_res: int, max_v: int) -> np.ndar
     return np.repeat(d, N_CLASSES * max_v).astype(np.int64)
 
 
-@_jit
+@_jit_inline
 def _push(hk, hp, n, key, pay):
     i = n
     while i > 0:
@@ -82,7 +84,7 @@ def _push(hk, hp, n, key, pay):
     return n + 1
 
 
-@_jit
+@_jit_inline
 def _pop(hk, hp, n):
     n -= 1
     lk = hk[n]
@@ -105,9 +107,28 @@ def _pop(hk, hp, n):
     return n
 
 
-@_jit
+@_jit_inline
+def _wake(hk, hp, hn, try_at, r, t, b):
+    """Queue "resource ``r`` may start a service at ``t``" unless that event is already pending."""
+    if try_at[r] != t:
+        try_at[r] = t
+        hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+    return hn
+
+
+LISTS = N_CLASSES + 1      # candidate lists per resource: one per class of the buffer they need, one needing none
+
+
+@_jit_inline
+def _list_of(r, fl, k, nvc, cls):
+    """Candidate list of a flit of flow ``fl`` waiting at stage ``k`` on resource ``r``: every flit of one
+    list needs a credit of the same buffer (or none), so only each list's oldest can be the next served."""
+    return r * LISTS + (N_CLASSES if nvc[fl, k] == 0 else cls[fl, k])
+
+
+@_jit_inline
 def _cand_insert(r, f, a, chead, ctail, cnext, cprev, carr):
-    """Insert flit ``f`` (arrival ``a``) into resource ``r``'s candidate list, sorted by (arrival, id)."""
+    """Insert flit ``f`` (arrival ``a``) into candidate list ``r``, sorted by (arrival, id)."""
     carr[f] = a
     p = ctail[r]
     while p >= 0 and (carr[p] > a or (carr[p] == a and p > f)):
@@ -126,7 +147,7 @@ def _cand_insert(r, f, a, chead, ctail, cnext, cprev, carr):
         cprev[nx] = f
 
 
-@_jit
+@_jit_inline
 def _cand_remove(r, f, chead, ctail, cnext, cprev):
     p = cprev[f]
     nx = cnext[f]
@@ -142,7 +163,7 @@ def _cand_remove(r, f, chead, ctail, cnext, cprev):
     cprev[f] = -1
 
 
-@_jit
+@_jit_inline
 def _best_vc(credits, base, nv):
     """VC with the most credits (lowest index among ties) of the buffer at ``base``; -2 if none has one."""
     best = -2
@@ -155,37 +176,19 @@ def _best_vc(credits, base, nv):
     return best
 
 
-@_jit
+@_jit_loop
 def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
                 iss_of_res, phase_total, window, credits, max_v, cd, maxt, b, cap,
-                issue_ps, deliver_ps, store_ps, busy, counts):
+                issue_ps, deliver_ps, store_ps, busy, counts, hk, hp, free, try_at, chead, ctail, cnext, cprev, carr,
+                fhead, ftail, fnext, held, at, ptr, out, wait, pdone, popen):
     """Run the credit-mode event loop to the end.  ``counts`` receives (injected, delivered, hops,
-    error: 0 ok, 1 time bound, 2 event heap full)."""
+    error: 0 ok, 1 time bound, 2 event heap full).  The state arrays after ``counts`` come from
+    :func:`_state` (the loop allocates nothing: numba's reference counting off, as in ``kernel``)."""
     n = flit_flow.shape[0]
     n_res = iss_of_res.shape[0]
     n_iss = iss_start.shape[0]
     mask = (np.int64(1) << b) - 1
-    hk = np.empty(cap, np.int64)
-    hp = np.empty(cap, np.int64)
     hn = 0
-    free = np.zeros(n_res, np.int64)
-    try_at = np.full(n_res, -1, np.int64)
-    chead = np.full(n_res, -1, np.int64)
-    ctail = np.full(n_res, -1, np.int64)
-    cnext = np.full(n, -1, np.int64)
-    cprev = np.full(n, -1, np.int64)
-    carr = np.zeros(n, np.int64)
-    n_bv = credits.shape[0]
-    fhead = np.full(n_bv, -1, np.int64)
-    ftail = np.full(n_bv, -1, np.int64)
-    fnext = np.full(n, -1, np.int64)
-    held = np.full(n, -1, np.int64)
-    at = np.full(n, -1, np.int64)
-    ptr = iss_start.copy()
-    out = np.zeros(n_iss, np.int64)
-    wait = np.zeros(n_iss, np.int64)
-    pdone = np.zeros(phase_total.shape[0], np.int64)
-    popen = np.zeros(phase_total.shape[0], np.int64)
     if phase_total.shape[0] > 0:
         popen[0] = 1
     inj = 0
@@ -193,10 +196,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
     hops = 0
     err = 0
     for i in range(n_iss):
-        r = iss_res[i]
-        hn = _push(hk, hp, hn, ((np.int64(1)) << b) | r, 0)
-        try_at[r] = 0
-    blocked = np.zeros(N_CLASSES, np.int64)
+        hn = _wake(hk, hp, hn, try_at, iss_res[i], 0, b)
     while hn > 0:
         if hn > cap - n_iss - 8:                          # an event pushes at most n_iss + 4 records
             err = 2
@@ -211,9 +211,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             bv = ident - n
             credits[bv] += 1
             r = bv // (N_CLASSES * max_v)
-            if try_at[r] != t:
-                try_at[r] = t
-                hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+            hn = _wake(hk, hp, hn, try_at, r, t, b)
             continue
         if kind == 0:                                     # flit ident arrives at stage pay
             f = ident
@@ -226,9 +224,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
                 if wait[i] == 2:
                     wait[i] = 0
                     r = iss_res[i]
-                    if try_at[r] != t:
-                        try_at[r] = t
-                        hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+                    hn = _wake(hk, hp, hn, try_at, r, t, b)
                 ph = flit_phase[f]
                 if ph >= 0:
                     pdone[ph] += 1
@@ -238,19 +234,15 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
                             if wait[j] == 1:
                                 wait[j] = 0
                                 r = iss_res[j]
-                                if try_at[r] != t:
-                                    try_at[r] = t
-                                    hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+                                hn = _wake(hk, hp, hn, try_at, r, t, b)
                 continue
             at[f] = pay
             carr[f] = t
             hb = held[f]
             if hb < 0 or fhead[hb] == f:
                 r = res[fl, pay]
-                _cand_insert(r, f, t, chead, ctail, cnext, cprev, carr)
-                if try_at[r] != t:
-                    try_at[r] = t
-                    hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+                _cand_insert(_list_of(r, fl, pay, nvc, cls), f, t, chead, ctail, cnext, cprev, carr)
+                hn = _wake(hk, hp, hn, try_at, r, t, b)
             continue
         # kind 1: resource ident may start a service
         r = ident
@@ -284,30 +276,21 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             inj += 1
             issue_ps[f] = t
         else:
-            for c in range(N_CLASSES):
-                blocked[c] = 0
-            g = chead[r]
-            while g >= 0:
-                fl = flit_flow[g]
-                kg = at[g]
-                nv = nvc[fl, kg]
-                if nv == 0:
-                    f = g
-                    k = kg
-                    v = -1
-                    break
-                c = cls[fl, kg]
-                if blocked[c] == 0:
-                    v = _best_vc(credits, (r * N_CLASSES + c) * max_v, nv)
-                    if v >= 0:
-                        f = g
-                        k = kg
-                        break
-                    blocked[c] = 1
-                g = cnext[g]
+            for q in range(LISTS):                        # the oldest head among the lists that may go
+                g = chead[r * LISTS + q]
+                if g < 0 or (f >= 0 and (carr[g] > carr[f] or (carr[g] == carr[f] and g > f))):
+                    continue
+                vq = -1
+                if q < N_CLASSES:
+                    vq = _best_vc(credits, (r * N_CLASSES + q) * max_v, nvc[flit_flow[g], at[g]])
+                    if vq < 0:
+                        continue
+                f = g
+                v = vq
             if f < 0:
                 continue
-            _cand_remove(r, f, chead, ctail, cnext, cprev)
+            k = at[f]
+            _cand_remove(_list_of(r, flit_flow[f], k, nvc, cls), f, chead, ctail, cnext, cprev)
         # flit f starts service at stage k of resource r, taking output VC v
         fl = flit_flow[f]
         hb = held[f]
@@ -320,10 +303,8 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             h = fhead[hb]
             if h >= 0 and at[h] >= 0:
                 rh = res[flit_flow[h], at[h]]
-                _cand_insert(rh, h, carr[h], chead, ctail, cnext, cprev, carr)
-                if try_at[rh] != t:
-                    try_at[rh] = t
-                    hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | rh, 0)
+                _cand_insert(_list_of(rh, flit_flow[h], at[h], nvc, cls), h, carr[h], chead, ctail, cnext, cprev, carr)
+                hn = _wake(hk, hp, hn, try_at, rh, t, b)
             held[f] = -1
         if v >= 0:
             bv = (r * N_CLASSES + cls[fl, k]) * max_v + v
@@ -345,15 +326,23 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
         if nxt > maxt:
             err = 1
             break
-        if try_at[r] != t + s:
-            try_at[r] = t + s
-            hn = _push(hk, hp, hn, ((((t + s) << 1) | 1) << b) | r, 0)
+        hn = _wake(hk, hp, hn, try_at, r, t + s, b)
         hn = _push(hk, hp, hn, (nxt << (b + 1)) | f, k + 1)
     counts[0] = inj
     counts[1] = dlv
     counts[2] = hops
     counts[3] = err
     return 0
+
+
+def _state(n, n_res, n_bv, iss_start, n_ph, cap):
+    """Fresh state arrays of :func:`credit_loop` (from ``hk`` on)."""
+    full = lambda m: np.full(m, -1, np.int64)  # noqa: E731
+    return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(n_res, np.int64), full(n_res),
+            full(n_res * LISTS), full(n_res * LISTS), full(n), full(n), np.zeros(n, np.int64),
+            full(n_bv), full(n_bv), full(n), full(n), full(n), iss_start.astype(np.int64).copy(),
+            np.zeros(iss_start.shape[0], np.int64), np.zeros(iss_start.shape[0], np.int64),
+            np.zeros(n_ph, np.int64), np.zeros(n_ph, np.int64))
 
 
 def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None) -> SimResult:
@@ -371,6 +360,7 @@ def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None)
     maxt = cap_t if max_time_ps is None else min(int(max_time_ps), cap_t)
     cap = 4 * n + 4 * n_res + 2 * prog.iss_start.shape[0] + 1024
     loop_s = cpu_s = 0.0
+    first = True
     while True:
         issue_ps = np.full(n, -1, np.int64)
         deliver_ps = np.full(n, -1, np.int64)
@@ -378,12 +368,19 @@ def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None)
         busy = np.zeros(n_res, np.int64)
         counts = np.zeros(4, np.int64)
         cred = credits.copy()
+        args = (res, svc, lat, nst, nvc, cls, mark, moff, np.ascontiguousarray(prog.flit_flow, np.int64),
+                prog.flit_phase.astype(np.int64), prog.flit_issuer.astype(np.int64))
+        if first:                          # no issuer, no event: loads (or compiles) the loop outside loop_s
+            none = np.zeros(0, np.int64)
+            credit_loop(*args, none, none, none, iss_of_res, none, np.int64(1), credits.copy(), np.int64(max_v),
+                        np.int64(0), np.int64(0), np.int64(b), np.int64(0), issue_ps, deliver_ps, store_ps, busy,
+                        counts, *_state(0, n_res, credits.shape[0], none, 0, 0))
+            first = False
         t1, c1 = time.perf_counter(), time.thread_time()
-        credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, np.ascontiguousarray(prog.flit_flow, np.int64),
-                    prog.flit_phase.astype(np.int64), prog.flit_issuer.astype(np.int64), prog.iss_start.astype(np.int64), prog.iss_end.astype(np.int64),
-                    prog.iss_res.astype(np.int64), iss_of_res, prog.phase_total.astype(np.int64), np.int64(prog.window),
+        credit_loop(*args, prog.iss_start.astype(np.int64), prog.iss_end.astype(np.int64), prog.iss_res.astype(np.int64), iss_of_res, prog.phase_total.astype(np.int64), np.int64(prog.window),
                     cred, np.int64(max_v), np.int64(credit_delay_ps(system, fc)), np.int64(maxt),
-                    np.int64(b), np.int64(cap), issue_ps, deliver_ps, store_ps, busy, counts)
+                    np.int64(b), np.int64(cap), issue_ps, deliver_ps, store_ps, busy, counts,
+                    *_state(n, n_res, credits.shape[0], prog.iss_start, prog.phase_total.shape[0], cap))
         loop_s, cpu_s = time.perf_counter() - t1, time.thread_time() - c1
         if counts[3] != 2:
             break

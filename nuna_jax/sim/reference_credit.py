@@ -28,9 +28,9 @@ from .. import path
 from ..system import System
 from ..traffic import Traffic, validate
 from .fast import check_complete
-from .flow_control import (KIND_CU, KIND_LINK, N_CLASSES, FlowControl, credit_delay_ps, link_latency_delta_ps,
+from .flow_control import (KIND_LINK, N_CLASSES, FlowControl, credit_delay_ps, link_latency_delta_ps,
                            out_buffers, resource_kinds, stage_classes)
-from .reference import _flow_lists, _tables, reference_issue_order
+from .reference import IssueState, _flow_lists, _tables, reference_issue_order
 from .result import SimResult, SimulationError
 
 __all__ = ["run_reference_credit"]
@@ -62,13 +62,9 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
     flits, iss, phase, tb, step, n_ph = _flow_lists(system, t, background)
     order = reference_issue_order(iss, phase, tb, step, flits)
     n = len(order)
-    issuers = sorted({iss[r] for r in order})
-    cu_res = {c: (c // system.n_cus) * lay.per_gpu + lay.offset_cu + c % system.n_cus for c in issuers}
+    cus = IssueState(order, iss, phase, n_ph, system.max_outstanding_per_cu)
+    cu_res = {c: (c // system.n_cus) * lay.per_gpu + lay.offset_cu + c % system.n_cus for c in cus.issuers}
     issuer_of = {r: c for c, r in cu_res.items()}
-    seq = {c: [f for f in range(n) if iss[order[f]] == c] for c in issuers}
-    phase_left = [sum(1 for f in range(n) if phase[order[f]] == p) for p in range(n_ph)]
-    phase_open = [p == 0 for p in range(n_ph)]
-    window = system.max_outstanding_per_cu
     bound = float("inf") if max_time_ps is None else int(max_time_ps)
 
     free: dict[int, int] = {}
@@ -76,9 +72,6 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
     issue = np.full(n, -1, np.int64)
     deliver = np.full(n, -1, np.int64)
     store = np.full(n, -1, np.int64)
-    nxt_ptr = {c: 0 for c in issuers}
-    outstanding = {c: 0 for c in issuers}
-    waiting = {c: None for c in issuers}
     cand: dict[int, list] = {}              # resource -> [(arrival, flit)]: its candidates
     credits: dict[tuple, int] = {}          # (buffer, vc) -> credits at the sender
     depth_of: dict[tuple, int] = {}         # (buffer, vc) -> its depth
@@ -87,7 +80,7 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
     at = [-1] * n                           # column each flit waits at (-1: in transit)
     arrived = [-1] * n                      # its arrival time there
     injected = delivered = hops = 0
-    events = [(0, 1, cu_res[c]) for c in issuers]
+    events = [(0, 1, cu_res[c]) for c in cus.issuers]
     heapq.heapify(events)
 
     def may_start(r):
@@ -155,20 +148,8 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
             if k == n_s:                                 # delivered
                 deliver[f] = now
                 delivered += 1
-                c = iss[row]
-                outstanding[c] -= 1
-                if waiting[c] == "window":
-                    waiting[c] = None
+                for c in cus.delivered(f):
                     may_start(cu_res[c])
-                p = phase[row]
-                if p >= 0:
-                    phase_left[p] -= 1
-                    if phase_left[p] == 0 and p + 1 < n_ph:
-                        phase_open[p + 1] = True
-                        for cj in issuers:
-                            if waiting[cj] == "phase":
-                                waiting[cj] = None
-                                may_start(cu_res[cj])
                 continue
             at[f], arrived[f] = k, now
             if held[f] is None or fifo[held[f]][0] == f:
@@ -181,21 +162,13 @@ def run_reference_credit(system: System, traffic: Traffic, background=None, fc: 
                 continue
             if r in issuer_of:                           # a CU: issue
                 c = issuer_of[r]
-                if nxt_ptr[c] >= len(seq[c]):
-                    continue
-                f = seq[c][nxt_ptr[c]]
-                p = phase[order[f]]
-                if p >= 0 and not phase_open[p]:
-                    waiting[c] = "phase"
-                    continue
-                if outstanding[c] >= window:
-                    waiting[c] = "window"
+                f = cus.next_flit(c)
+                if f is None:
                     continue
                 v = free_vc(f, 0)
                 if v == -2:                              # injection buffer full: a credit wakes it
                     continue
-                nxt_ptr[c] += 1
-                outstanding[c] += 1
+                cus.issued(c)
                 injected += 1
                 issue[f] = now
                 start(f, 0, v)
