@@ -77,7 +77,9 @@ def run_point(s, size: int, policy: str, cands, hist: bool) -> dict:
     for label, fc in [("none", None)] + list(configs(s).items()):
         r = sim.simulate(s, sc.traffic, flow_control=fc)
         stats = sim.latency_stats_ns(r.store_latency_ps)
+        m = r.traffic_mask
         d = {"completion_ns": r.traffic_completion_ps / 1000, "store_latency_ns": stats,
+             "read_latency_ns": sim.latency_stats_ns((r.store_ps - r.issue_ps)[m]),   # issue -> store issue
              "sim_over_bound": r.traffic_completion_ps / 1000 / best["lower_bound_ns"],
              "estimate_over_sim": best["time_ns"] / (r.traffic_completion_ps / 1000),
              "flit_hops": int(r.flit_hops), "loop_s": r.loop_s, "loop_cpu_s": r.loop_cpu_s,
@@ -113,7 +115,9 @@ def main(argv=None) -> int:
         t0 = time.time()
         row = run_point(s, n, pol, cands, hist=(n == 10**6))
         rows.append(row)
-        sims = "  ".join(f"{k} {v['completion_ns']:8.1f} (x{v['sim_over_bound']:.3f} bound)" for k, v in row["sim"].items())
+        sims = "  ".join(f"{k} {v['completion_ns']:8.1f} (x{v['sim_over_bound']:.3f} bound, read "
+                         f"{v['read_latency_ns']['mean']:.0f} store {v['store_latency_ns']['mean']:.0f})"
+                         for k, v in row["sim"].items())
         print(f"{n:>9,d} B {pol:9s} tbs {row['tbs_per_gpu']:3d} est {row['estimate_ns']:8.1f} bound "
               f"{row['lower_bound_ns']:8.1f} | {sims} [{time.time() - t0:.1f}s]", flush=True)
     speedups = {}
