@@ -95,6 +95,25 @@ def run_point(s, size: int, policy: str, cands, hist: bool) -> dict:
     return row
 
 
+def hol_probe(s, cands) -> list:
+    """Head-of-line blocking apart from depth: 100 kB UA and 1 MB NAP+NAR with buffers too deep to fill
+    (10^5 flits) and 1, 4, 16 VCs per class."""
+    rows = []
+    for size, pol in ((10**5, "UA"), (10**6, "NAP+NAR")):
+        tbs = best_over_tbs(s, "allgather", size, pol, cands)["tbs_per_gpu"]
+        sc = make_scenario(s, collective="allgather", size_bytes=size, policy=pol, tbs_per_gpu=tbs)
+        row = {"size_bytes": size, "policy": pol, "tbs_per_gpu": tbs,
+               "none_ns": sim.simulate(s, sc.traffic).traffic_completion_ps / 1000, "credit_ns": {}}
+        for vcs in (1, 4, 16):
+            fc = flow_control("credit", num_vcs=vcs, vc_buf_flits=10**5, port_buf_flits=10**5, inj_buf_flits=10**5,
+                              credit_delay_cycles=1)
+            row["credit_ns"][str(vcs)] = sim.simulate(s, sc.traffic, flow_control=fc).traffic_completion_ps / 1000
+        print(f"head-of-line probe {size:>9,d} B {pol:8s}: none {row['none_ns']:.1f} ns, 10^5-flit buffers with "
+              + ", ".join(f"{k} VC {v:.1f}" for k, v in row["credit_ns"].items()), flush=True)
+        rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     from nuna_jax import cache
     cache.use_scenarios(True)
@@ -131,6 +150,7 @@ def main(argv=None) -> int:
            "line_rate_depths": line_rate_depths(s, flow_control("credit", credit_delay_cycles=1)),
            "credit_settings": {k: settings(fc) for k, fc in configs(s).items()},
            "tbs_per_gpu": f"the estimate's best of {cands}", "rows": rows, "nap_nar_speedup": speedups,
+           "head_of_line_probe": hol_probe(s, cands),
            "bound_holds": all(v["sim_over_bound"] >= 1.0 for r in rows for v in r["sim"].values()),
            "quick": bool(a.quick)}
     write(out, Path(a.out), plot, NAME)
