@@ -141,7 +141,7 @@ def test_cu_stalls_on_a_full_injection_buffer():
     assert np.diff(mine(r2)).tolist() == [1000, 8000, 1000]
 
 
-def test_bad_settings_are_refused():
+def test_bad_settings_are_refused(monkeypatch):
     for kw in ({"num_vcs": 0}, {"vc_buf_flits": -1}, {"credit_delay_cycles": 1.5}, {"router_cycles": (1, 2)},
                {"port_buf_flits": True}):
         with pytest.raises(ValueError):
@@ -151,6 +151,10 @@ def test_bad_settings_are_refused():
     s = _tiny()
     with pytest.raises(ValueError, match="credit"):
         sim.simulate(s, _one_flow(s, 1), flow_control="credit", trace_services=10)
+    from nuna_jax.sim import credit_kernel
+    monkeypatch.setattr(credit_kernel, "MAX_ROW_BYTES", 100)      # the per-flow rows' memory bound
+    with pytest.raises(ValueError, match="per-flow stage rows"):
+        sim.simulate(s, _one_flow(s, 1), flow_control="credit")
 
 
 @st.composite

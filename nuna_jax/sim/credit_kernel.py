@@ -24,7 +24,10 @@ from .flow_control import (KIND_CU, KIND_EGRESS, KIND_HBM, KIND_INGRESS, KIND_LI
 from .program import Program
 from .result import SimResult, SimulationError
 
-__all__ = ["credit_tables", "run_credit_fast"]
+__all__ = ["credit_tables", "run_credit_fast", "MAX_ROW_BYTES"]
+
+#: bound on the per-flow stage rows credit mode builds (about eight int64 [flows, stages] tables)
+MAX_ROW_BYTES = 4 * 10**9
 
 
 def credit_tables(prog: Program, system, fc: FlowControl):
@@ -348,6 +351,13 @@ def _state(n, n_res, n_bv, iss_start, n_ph, cap):
 def run_credit_fast(prog: Program, system, fc: FlowControl, *, max_time_ps=None) -> SimResult:
     """Run the compiled credit-mode loop on ``prog``; :class:`SimulationError` on a bound or a deadlock."""
     t0 = time.perf_counter()
+    fs = prog.flow_seg
+    k_max = int(np.where(fs >= 0, prog.seg_len[np.maximum(fs, 0)], 0).sum(axis=1).max(initial=0)) if fs.size else 0
+    need = 8 * 8 * fs.shape[0] * k_max
+    if need > MAX_ROW_BYTES:
+        raise ValueError(f"credit mode keeps per-flow stage rows: about {need / 1e9:.1f} GB for "
+                         f"{prog.flow_seg.shape[0]:,d} flows (at most {MAX_ROW_BYTES / 1e9:.0f} GB); "
+                         "simulate fewer GPUs or threadblocks")
     res, svc, lat, nst, nvc, cls, mark, moff = credit_tables(prog, system, fc)
     n = prog.n_flits
     n_res = prog.n_resources
