@@ -130,6 +130,15 @@ def _list_of(r, fl, k, nvc, cls):
 
 
 @_jit_inline
+def _waiting(chead, r):
+    """Whether resource ``r`` has a candidate."""
+    for q in range(LISTS):
+        if chead[r * LISTS + q] >= 0:
+            return True
+    return False
+
+
+@_jit_inline
 def _cand_insert(r, f, a, chead, ctail, cnext, cprev, carr):
     """Insert flit ``f`` (arrival ``a``) into candidate list ``r``, sorted by (arrival, id)."""
     carr[f] = a
@@ -251,7 +260,9 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
         r = ident
         if try_at[r] == t:
             try_at[r] = -1                                # processed: a later trigger at t pushes again
-        if free[r] > t:
+        if free[r] > t:                                   # busy: look again when it is free, if anyone waits
+            if iss_of_res[r] < 0 and _waiting(chead, r):
+                hn = _wake(hk, hp, hn, try_at, r, free[r], b)
             continue
         f = -1
         k = 0
@@ -329,7 +340,8 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
         if nxt > maxt:
             err = 1
             break
-        hn = _wake(hk, hp, hn, try_at, r, t + s, b)
+        if iss_of_res[r] >= 0 or _waiting(chead, r):     # else the next candidate's arrival wakes r
+            hn = _wake(hk, hp, hn, try_at, r, t + s, b)
         hn = _push(hk, hp, hn, (nxt << (b + 1)) | f, k + 1)
     counts[0] = inj
     counts[1] = dlv
