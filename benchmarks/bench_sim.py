@@ -7,6 +7,8 @@ All-Gather, direct algorithm, one threadblock per peer):
   ag8_1MB_napnar    8 GPUs, 1 MB, NAP+NAR
   ag8_10MB_ua       8 GPUs, 10 MB, UA
   ag8_10MB_napnar   8 GPUs, 10 MB, NAP+NAR    (the 64-GPU row's like for like)
+  ag8_*_credit      8 GPUs 1 MB UA and NAP+NAR, 10 MB UA, credit flow control (one VC per class,
+                    buffers at the line-rate depths of ``flow_control.line_rate_depths``)
   ag64_10MB_napnar  64 GPUs, 10 MB, NAP+NAR   (skipped with --quick)
   ag64_10MB_ua      64 GPUs, 10 MB, UA        (only with --full)
   reference         2 GPUs, 100 kB, UA, reference (plain Python) engine, for comparison
@@ -86,12 +88,27 @@ def booksim_run(binary: Path, rate=BOOKSIM_RATE) -> dict:
             "flit_hops_per_s": fh / wall, "flit_hops_per_cpu_s": fh / cpu}
 
 
-def one(name, n_gpus, size, policy, engine="fast"):
+def credit_line_rate(s):
+    """The credit rows' flow control: one VC per class, buffers as deep as a credit round trip needs
+    for line rate (``flow_control.line_rate_depths``: 31-flit router VCs, 99-flit port FIFOs on Table 2)."""
+    from nuna_jax.sim.flow_control import flow_control, line_rate_depths
+    base = flow_control("credit", num_vcs=1, credit_delay_cycles=1)
+    d = line_rate_depths(s, base)
+    return base._replace(vc_buf_flits=d["mesh"], port_buf_flits=d["port"], inj_buf_flits=d["mesh"])
+
+
+def one(name, n_gpus, size, policy, engine="fast", credit=False):
     s = preset("table2", n_gpus=n_gpus)
     t0 = time.perf_counter()
     sc = make_scenario(s, collective="allgather", size_bytes=size, policy=policy)
     t1 = time.perf_counter()
-    if engine == "fast":
+    if engine == "fast" and credit:
+        from nuna_jax.sim.credit_kernel import run_credit_fast
+        prog = sim.compile_program(s, sc.traffic)
+        t2 = time.perf_counter()
+        r = run_credit_fast(prog, s, credit_line_rate(s))
+        cpu = r.loop_cpu_s
+    elif engine == "fast":
         prog = sim.compile_program(s, sc.traffic)
         t2 = time.perf_counter()
         r = sim.fast.run_fast(prog)
@@ -104,6 +121,7 @@ def one(name, n_gpus, size, policy, engine="fast"):
     t3 = time.perf_counter()
     loop = r.loop_s if r.loop_s > 0 else t3 - t2
     row = {"name": name, "gpus": n_gpus, "size_bytes": size, "policy": policy, "engine": r.engine,
+           "flow_control": "credit (line-rate depths)" if credit else "none",
            "flits": r.flits_delivered, "flit_hops": r.flit_hops, "completion_ns": r.completion_ns,
            "scenario_s": t1 - t0, "compile_s": t2 - t1, "run_s": t3 - t2, "loop_s": loop, "run_cpu_s": cpu,
            "total_s": t3 - t0, "flit_hops_per_s": r.flit_hops / loop, "flit_hops_per_cpu_s": r.flit_hops / cpu,
@@ -206,10 +224,13 @@ def main():
     # warm-up: compile (or load from cache) the numba kernel once
     t0 = time.perf_counter()
     one("warmup", 2, 20_000, "ua")
+    one("warmup_credit", 2, 20_000, "ua", credit=True)
     info["warmup_s"] = time.perf_counter() - t0
     rows, bs_runs = [], []
     plan = [("ag8_1MB_ua", 8, 10**6, "ua"), ("ag8_1MB_napnar", 8, 10**6, "nap+nar"),
-            ("ag8_10MB_ua", 8, 10**7, "ua"), ("ag8_10MB_napnar", 8, 10**7, "nap+nar")]
+            ("ag8_10MB_ua", 8, 10**7, "ua"), ("ag8_10MB_napnar", 8, 10**7, "nap+nar"),
+            ("ag8_1MB_ua_credit", 8, 10**6, "ua", "fast", True), ("ag8_1MB_napnar_credit", 8, 10**6, "nap+nar", "fast", True),
+            ("ag8_10MB_ua_credit", 8, 10**7, "ua", "fast", True)]
     if not sim.HAVE_NUMBA:   # the pure-Python fallback of the same loop: keep to the small cases
         print("numba not installed: running the fast engine's pure-Python fallback, small cases only")
         plan = plan[:2]

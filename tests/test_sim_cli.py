@@ -32,3 +32,32 @@ def test_simulate_text_and_errors(capsys):
                  "--policy", "nosuch"]) == 2
     assert main(["simulate", "--collective", "allgather", "--size", "1MB", "--gpus", "2",
                  "--policy", "ua", "--max-time-ns", "10"]) == 2  # a user error (issue 11)
+
+
+def test_simulate_credit_flags(capsys):
+    """--flow-control credit: the JSON reports the settings used and passes the schema; the run equals
+    the library call with the same FlowControl; credit settings without credit mode are refused."""
+    from nuna_jax import sim
+    from nuna_jax.schemas import check
+    from nuna_jax.sim.flow_control import FlowControl
+    base = ["simulate", "--collective", "allgather", "--size", "20kB", "--gpus", "2", "--policy", "ua",
+            "--tbs", "1", "--json"]
+    assert main(base) == 0
+    d0 = json.loads(capsys.readouterr().out)
+    assert d0["flow_control"] == {"mode": "none"}
+    assert main(base + ["--flow-control", "credit", "--num-vcs", "1", "--vc-buf-flits", "2", "--port-buf-flits", "1",
+                        "--inj-buf-flits", "3", "--credit-delay", "4", "--router-cycles", "1,1,1,1,1"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    check(d, "simulate")
+    fc = FlowControl("credit", num_vcs=1, vc_buf_flits=2, port_buf_flits=1, inj_buf_flits=3, credit_delay_cycles=4,
+                     router_cycles=(1, 1, 1, 1, 1))
+    assert d["flow_control"] == {**fc._asdict(), "router_cycles": [1, 1, 1, 1, 1]}
+    sc = make_scenario(preset("table2", n_gpus=2), collective="allgather", size_bytes=20_000, policy="ua",
+                       tbs_per_gpu=1)
+    r = sim.simulate(sc.system, sc.traffic, flow_control=fc)
+    assert d["completion_ns"] == r.completion_ns and d["flit_hops"] == r.flit_hops == d0["flit_hops"]
+    assert d["completion_ns"] > d0["completion_ns"]            # 1-flit port FIFOs over a 120 ns switch
+    assert main(base + ["--num-vcs", "2"]) == 2                 # needs --flow-control credit
+    assert main(base + ["--flow-control", "credit", "--router-cycles", "1,2"]) == 2
+    assert main(base + ["--flow-control", "credit", "--vc-buf-flits", "0"]) == 2
+    capsys.readouterr()

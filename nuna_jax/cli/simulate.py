@@ -32,10 +32,49 @@ def add_parser(sub) -> None:
                    help="also write the run's timeline as Chrome/Perfetto trace-event JSON: a track per CU, "
                         "HBM stack, mesh link and I/O port of each GPU, a slice per run of back-to-back "
                         "flits (open it in https://ui.perfetto.dev; docs/plots.md)")
+    fc = p.add_argument_group("flow control (docs/simulator.md, \"Credit flow control\")")
+    fc.add_argument("--flow-control", default="none", choices=("none", "credit"),
+                    help="none: unbounded FCFS queues (default, the model of docs/model.md); credit: finite "
+                         "router, port and injection buffers with credit flow control")
+    for flag, what, hi, dflt in (("--num-vcs", "virtual channels per router input port and class", 64, 2),
+                                 ("--vc-buf-flits", "depth of one virtual channel, flits", 1 << 20, 8),
+                                 ("--port-buf-flits", "depth of an I/O port's FIFO, flits", 1 << 20, 16),
+                                 ("--inj-buf-flits", "depth of a CU's injection buffer, flits", 1 << 20, 8),
+                                 ("--credit-delay", "cycles for a credit to reach the sender", 1 << 20, 1)):
+        lo = 0 if flag == "--credit-delay" else 1
+        fc.add_argument(flag, type=number(lo, hi, integer=True, what=flag[2:].replace("-", "_")), default=None,
+                        metavar="N", help=f"credit mode: {what}, integer in [{lo}, {hi}] (default {dflt})")
+    fc.add_argument("--router-cycles", type=_router_cycles, default=None, metavar="R,VA,SA,ST,L",
+                    help="credit mode: routing, VC allocation, switch allocation, switch traversal and link "
+                         "cycles of a mesh hop, whose sum replaces the system's hop_cycles (default: hop_cycles)")
     p.add_argument("--trace-max-slices", type=number(1, 1e8, integer=True, what="trace_max_slices"),
                    default=None, metavar="N",
                    help="bound on the trace's slices (default 1,000,000, about 140 MB); past it the trace keeps "
                         "the slices that start before a cut time and says so")
+
+
+def _router_cycles(text: str) -> tuple:
+    import argparse
+    try:
+        vals = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        vals = ()
+    if len(vals) != 5 or not all(0 <= v <= 1000 for v in vals):
+        raise argparse.ArgumentTypeError(f"router_cycles must be 5 integers in [0, 1000], comma separated: {text!r}")
+    return vals
+
+
+def flow_control_from_args(args):
+    """The :class:`nuna_jax.sim.flow_control.FlowControl` of the command line (``ValueError`` when a credit
+    setting is given without ``--flow-control credit``)."""
+    from ..sim.flow_control import flow_control
+    opts = {"num_vcs": args.num_vcs, "vc_buf_flits": args.vc_buf_flits, "port_buf_flits": args.port_buf_flits,
+            "inj_buf_flits": args.inj_buf_flits, "credit_delay_cycles": args.credit_delay,
+            "router_cycles": args.router_cycles}
+    given = [k for k, v in opts.items() if v is not None]
+    if args.flow_control != "credit" and given:
+        raise ValueError(f"{', '.join(given)} need --flow-control credit")
+    return flow_control(args.flow_control, **opts)
 
 
 def process_age_s() -> float | None:
@@ -63,6 +102,9 @@ def run(args) -> int:
         max_slices = int(args.trace_max_slices or DEFAULT_MAX_SLICES)
     elif args.trace_max_slices is not None:
         raise ValueError("--trace-max-slices needs --trace FILE.json")
+    fc = flow_control_from_args(args)
+    if fc.credit and args.trace:
+        raise ValueError("--trace is not available with --flow-control credit")
     s = system_from_args(args)
     from ..progress import Stages
     with Stages("simulate", enabled=not args.json) as stages, stages.stage("planning", 1, "scenarios") as st:
@@ -76,7 +118,7 @@ def run(args) -> int:
     try:
         r = simulate(sc.system, sc.traffic, engine=args.engine, max_time_ns=args.max_time_ns,
                      progress=not args.json,
-                     trace_services=RECORD_PER_SLICE * max_slices if max_slices else 0)
+                     trace_services=RECORD_PER_SLICE * max_slices if max_slices else 0, flow_control=fc)
     except SimulationError as e:  # no partial answer
         if args.max_time_ns is not None and "time bound" in str(e):  # the user's bound: a user error
             print(f"nuna-jax simulate: error: --max-time-ns {args.max_time_ns:g} is too small: {e}",
@@ -113,6 +155,8 @@ def run(args) -> int:
                    "engine_setup": max(r.wall_s - r.loop_s, 0.0), "event_loop": r.loop_s,
                    "trace": t_trace, "plot": t_plot}
     d["flit_hops_per_s"] = d["flit_hops"] / r.loop_s if r.loop_s > 0 else None
+    from ..sim.flow_control import settings
+    d["flow_control"] = settings(fc)
     if trace_info is not None:
         d["trace"] = trace_info
     d.update(system_labels(args, s))
@@ -135,6 +179,8 @@ def run(args) -> int:
     print(f"completion_ns     {d['completion_ns']:.3f}")
     print(f"store_latency_ns  mean {lat['mean']:.1f}  p50 {lat['p50']:.1f}  p99 {lat['p99']:.1f}  "
           f"max {lat['max']:.1f}")
+    if fc.credit:
+        print("flow_control      " + ", ".join(f"{k} {v}" for k, v in d["flow_control"].items()))
     print(f"flits_injected    {d['flits_injected']}")
     print(f"flits_delivered   {d['flits_delivered']}")
     rate = f"{d['flit_hops_per_s']:.3g} flit-hops/s in the event loop" if d["flit_hops_per_s"] else "-"

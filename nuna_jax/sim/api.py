@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from ..system import System
 from ..traffic import Traffic
+from .credit_kernel import run_credit_fast
 from .fast import run_fast
+from .flow_control import flow_control as make_flow_control
 from .program import compile_program
 from .reference import run_reference
+from .reference_credit import run_reference_credit
 from .result import SimResult
 
 __all__ = ["simulate", "simulate_batch", "ENGINES"]
@@ -16,7 +19,7 @@ ENGINES = ("fast", "reference")
 
 def simulate(system: System, traffic: Traffic, *, background=None, engine: str = "fast",
              max_time_ns: float | None = None, progress: bool = False,
-             stop_after_traffic: bool = False, trace_services: int = 0) -> SimResult:
+             stop_after_traffic: bool = False, trace_services: int = 0, flow_control=None) -> SimResult:
     """Simulate every flit of ``traffic`` (and optional on-chip ``background`` flows) exactly.
 
     Semantics: docs/model.md ("The path of a flit", "Issue and the
@@ -31,6 +34,11 @@ def simulate(system: System, traffic: Traffic, *, background=None, engine: str =
     False); the traffic's timing is unaffected.
     ``trace_services``: record up to that many resource services for a timeline
     (``result.trace``; :func:`nuna_jax.sim.trace.write_trace` writes it as a Perfetto trace).
+
+    ``flow_control``: None or ``"none"`` (unbounded FCFS queues, docs/model.md), ``"credit"``
+    or a :class:`nuna_jax.sim.flow_control.FlowControl` (finite buffers, credits;
+    docs/simulator.md, "Credit flow control"); credit mode takes neither ``stop_after_traffic``
+    nor ``trace_services``.
 
     Times (s): ``result.loop_s`` is the event loop alone, ``result.wall_s`` the engine run;
     neither counts building the integer program (:func:`compile_program`, done here first).
@@ -48,6 +56,13 @@ def simulate(system: System, traffic: Traffic, *, background=None, engine: str =
     if max_time_ns is not None and not max_time_ns > 0:
         raise ValueError(f"max_time_ns must be > 0, got {max_time_ns!r}")
     bound = None if max_time_ns is None else int(round(max_time_ns * 1000))
+    fc = make_flow_control(flow_control)
+    if fc.credit:
+        if stop_after_traffic or trace_services:
+            raise ValueError("credit flow control takes neither stop_after_traffic nor trace_services")
+        if engine == "reference":
+            return run_reference_credit(system, traffic, background, fc, max_time_ps=bound)
+        return run_credit_fast(compile_program(system, traffic, background), system, fc, max_time_ps=bound)
     if engine == "reference":
         if stop_after_traffic:
             raise ValueError("stop_after_traffic is a fast-engine option")

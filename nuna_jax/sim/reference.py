@@ -89,6 +89,60 @@ def _flow_lists(system: System, t: Traffic, background):
     return flits, iss, phase, tb, step, len(ph_vals)
 
 
+class IssueState:
+    """The issue bookkeeping of docs/model.md ("Issue"), shared by the two reference loops: each CU's
+    static sequence (global flit ids), its outstanding-request window and the phase barriers."""
+
+    def __init__(self, order, iss, phase, n_ph, window):
+        n = len(order)
+        self.order, self.iss, self.phase, self.window = order, iss, phase, window
+        self.issuers = sorted({iss[r] for r in order})
+        self.seq = {c: [f for f in range(n) if iss[order[f]] == c] for c in self.issuers}
+        self.phase_left = [sum(1 for f in range(n) if phase[order[f]] == p) for p in range(n_ph)]
+        self.phase_open = [p == 0 for p in range(n_ph)]
+        self.ptr = {c: 0 for c in self.issuers}
+        self.outstanding = {c: 0 for c in self.issuers}
+        self.waiting = {c: None for c in self.issuers}
+
+    def next_flit(self, c):
+        """The flit CU ``c`` issues next if it may now, else None (waiting for a phase or a window slot)."""
+        if self.ptr[c] >= len(self.seq[c]):
+            return None
+        f = self.seq[c][self.ptr[c]]
+        p = self.phase[self.order[f]]
+        if p >= 0 and not self.phase_open[p]:
+            self.waiting[c] = "phase"
+            return None
+        if self.outstanding[c] >= self.window:
+            self.waiting[c] = "window"
+            return None
+        return f
+
+    def issued(self, c):
+        self.ptr[c] += 1
+        self.outstanding[c] += 1
+
+    def delivered(self, f) -> list:
+        """Flit ``f`` is delivered: free its window slot, count its phase; the CUs that may issue again."""
+        row = self.order[f]
+        c = self.iss[row]
+        self.outstanding[c] -= 1
+        wake = []
+        if self.waiting[c] == "window":
+            self.waiting[c] = None
+            wake.append(c)
+        p = self.phase[row]
+        if p >= 0:
+            self.phase_left[p] -= 1
+            if self.phase_left[p] == 0 and p + 1 < len(self.phase_open):
+                self.phase_open[p + 1] = True
+                for cj in self.issuers:
+                    if self.waiting[cj] == "phase":
+                        self.waiting[cj] = None
+                        wake.append(cj)
+        return wake
+
+
 def run_reference(system: System, traffic: Traffic, background=None, *, max_time_ps=None,
                   return_trace=False, trace_services: int = 0):
     """Simulate ``traffic`` (+ background) event by event.
@@ -111,11 +165,8 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
     flits, iss, phase, tb, step, n_ph = _flow_lists(system, t, background)
     order = reference_issue_order(iss, phase, tb, step, flits)
     n = len(order)
-    issuers = sorted({iss[r] for r in order})
-    seq = {c: [f for f in range(n) if iss[order[f]] == c] for c in issuers}
-    phase_left = [sum(1 for f in range(n) if phase[order[f]] == p) for p in range(n_ph)]
-    phase_open = [p == 0 for p in range(n_ph)]
-    window = system.max_outstanding_per_cu
+    cus = IssueState(order, iss, phase, n_ph, system.max_outstanding_per_cu)
+    issuers = cus.issuers
     bound = float("inf") if max_time_ps is None else int(max_time_ps)
 
     free: dict[int, int] = {}
@@ -125,9 +176,6 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
     issue = np.full(n, -1, np.int64)
     deliver = np.full(n, -1, np.int64)
     store = np.full(n, -1, np.int64)
-    nxt_ptr = {c: 0 for c in issuers}
-    outstanding = {c: 0 for c in issuers}
-    waiting = {c: None for c in issuers}
     events = [(0, 1, k, None) for k in range(len(issuers))]
     heapq.heapify(events)
     injected = delivered = hops = 0
@@ -150,18 +198,10 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
         now, kind, ident, k = heapq.heappop(events)
         if kind == 1:                                       # CU number ident may issue
             c = issuers[ident]
-            if nxt_ptr[c] >= len(seq[c]):
+            f = cus.next_flit(c)
+            if f is None:
                 continue
-            f = seq[c][nxt_ptr[c]]
-            p = phase[order[f]]
-            if p >= 0 and not phase_open[p]:
-                waiting[c] = "phase"
-                continue
-            if outstanding[c] >= window:
-                waiting[c] = "window"
-                continue
-            nxt_ptr[c] += 1
-            outstanding[c] += 1
+            cus.issued(c)
             injected += 1
             row = order[f]
             r = int(res[row, 0])
@@ -177,20 +217,8 @@ def run_reference(system: System, traffic: Traffic, background=None, *, max_time
         if k == n_s:                                        # delivered
             deliver[f] = now
             delivered += 1
-            c = iss[row]
-            outstanding[c] -= 1
-            if waiting[c] == "window":
-                waiting[c] = None
-                heapq.heappush(events, (now, 1, issuers.index(c), None))
-            p = phase[row]
-            if p >= 0:
-                phase_left[p] -= 1
-                if phase_left[p] == 0 and p + 1 < n_ph:
-                    phase_open[p + 1] = True
-                    for j, cj in enumerate(issuers):
-                        if waiting[cj] == "phase":
-                            waiting[cj] = None
-                            heapq.heappush(events, (now, 1, j, None))
+            for cj in cus.delivered(f):
+                heapq.heappush(events, (now, 1, issuers.index(cj), None))
             continue
         r = int(res[row, k])
         arrive[f, k] = now
