@@ -269,12 +269,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                     i = base + li
                     o = iport[i]
                     best = -1
-                    bd = V + 1
+                    bd = PV + 1
                     for ov in range(ilo[i], ihi[i] + 1):
                         if grant[o * V + ov] == li:
-                            dd = ov - vap[i]
+                            dd = o * V + ov - vap[i]
                             if dd < 0:
-                                dd += V
+                                dd += PV
                             if dd < bd:
                                 bd = dd
                                 best = ov
@@ -282,7 +282,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                         oi = base + o * V + best
                         oown[oi] = i
                         vgp[oi] = li + 1 if li + 1 < PV else 0
-                        vap[i] = best + 1 if best + 1 < V else 0
+                        vap[i] = o * V + best + 1 if o * V + best + 1 < PV else 0
                         ivc[i] = best
                         ist[i] = 2
                         irdy[i] = c + VAD
