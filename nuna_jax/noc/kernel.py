@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numba_jit import HAVE_NUMBA, jit as _jit  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
+from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_loop as _jit_loop  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 # indices into the integer parameter vector
 (P_N, P_K, P_DIMS, P_PORTS, P_V, P_B, P_S, P_PS, P_RD, P_VAD, P_SAD, P_CD, P_WFTC, P_TORUS, P_QCAP,
@@ -49,7 +49,35 @@ def seed_rng(seed):
     np.random.seed(seed)
 
 
-@_jit
+#: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
+#: numba's runtime, so it allocates nothing): lengths P*V, P*V, P*V, P*V, P*V, P*V, then P*S*P x 5, P x 2, P*S x 2
+(R_REQ, R_ACT, R_ACTP, R_ACTV, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
+ R_XACC, R_XD) = range(15)
+N_SCRATCH = 15
+
+
+def scratch(P, V, S):
+    """The scratch rows ``run_cycles`` needs for ``P`` ports, ``V`` VCs and input speedup ``S``."""
+    return np.zeros((N_SCRATCH, max(P * V, P * S * P)), np.int64)
+
+
+@_jit_inline
+def _enqueue(j, B, p, fi, t, bpk, bfi, barr, bhead, bcnt):
+    """Append flit ``fi`` of packet ``p`` (usable from cycle ``t``) to VC buffer ``j`` (a ring of ``B``
+    slots); False when the buffer is full (a credit bug)."""
+    if bcnt[j] >= B:
+        return False
+    pos = bhead[j] + bcnt[j]
+    if pos >= B:
+        pos -= B
+    bpk[j * B + pos] = p
+    bfi[j * B + pos] = fi
+    barr[j * B + pos] = t
+    bcnt[j] += 1
+    return True
+
+
+@_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                pk_dst, pk_ct, pk_it, pk_hops, pk_rec, pk_dir, pk_ph, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
@@ -57,11 +85,11 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                ist, irdy, ifree, iport, ivc, ilo, ihi,
                oown, ocred, otail,
                vgp, vap, sgp, sap, svp,
-               wheel, wcnt):
+               wheel, wcnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
-    buffer overflow (a bug)."""
+    buffer overflow (a bug).  ``scr``: :func:`scratch`'s rows."""
     N = prm[P_N]; K = prm[P_K]; D = prm[P_DIMS]; P = prm[P_PORTS]; V = prm[P_V]; B = prm[P_B]
     S = prm[P_S]; PS = prm[P_PS]; RD = prm[P_RD]; VAD = prm[P_VAD]; SAD = prm[P_SAD]; CD = prm[P_CD]
     WFTC = prm[P_WFTC]; TORUS = prm[P_TORUS]; QCAP = prm[P_QCAP]; W = prm[P_WHEEL]; UNIF = prm[P_UNIFORM]
@@ -69,23 +97,23 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
     PV = P * V
     PSX = P * S
     half = V // 2
-    # per-router scratch
-    req_i = np.empty(PV, np.int64)
-    act = np.empty(PV, np.int64)
-    actp = np.empty(PV, np.int64)
-    actv = np.empty(PV, np.int64)
+    # per-router scratch (rows of scr)
+    req_i = scr[R_REQ]
+    act = scr[R_ACT]
+    actp = scr[R_ACTP]
+    actv = scr[R_ACTV]
     m = np.int64(0)
-    grant = np.empty(PV, np.int64)
-    gdist = np.empty(PV, np.int64)
-    sreq_vc = np.empty(PSX * P, np.int64)
-    sreq_d = np.empty(PSX * P, np.int64)
-    ogrant = np.empty(P, np.int64)
-    ogd = np.empty(P, np.int64)
-    xacc = np.empty(PSX, np.int64)
-    xd = np.empty(PSX, np.int64)
-    sl_t = np.empty(PSX * P, np.int64)
-    sl_x = np.empty(PSX * P, np.int64)
-    sl_o = np.empty(PSX * P, np.int64)
+    grant = scr[R_GRANT]
+    gdist = scr[R_GDIST]
+    sreq_vc = scr[R_SREQ_VC]
+    sreq_d = scr[R_SREQ_D]
+    ogrant = scr[R_OGRANT]
+    ogd = scr[R_OGD]
+    xacc = scr[R_XACC]
+    xd = scr[R_XD]
+    sl_t = scr[R_SL_T]
+    sl_x = scr[R_SL_X]
+    sl_o = scr[R_SL_O]
     for t in range(PSX * P):
         sreq_vc[t] = -1
     c = c0
@@ -156,16 +184,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                             break
                 v = src_vc[s]
                 if v >= 0 and inj_cred[s * V + v] > 0:
-                    j = (s * P + EJ) * V + v
-                    if bcnt[j] >= B:
+                    if not _enqueue((s * P + EJ) * V + v, B, p, fi, c + 2, bpk, bfi, barr, bhead, bcnt):
                         return c, 2
-                    pos = bhead[j] + bcnt[j]
-                    if pos >= B:
-                        pos -= B
-                    bpk[j * B + pos] = p
-                    bfi[j * B + pos] = fi
-                    barr[j * B + pos] = c + 2
-                    bcnt[j] += 1
                     nem[s * P + EJ] |= np.int64(1) << v
                     rfl[s] += 1
                     inj_cred[s * V + v] -= 1
@@ -396,16 +416,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                         free_slots[np.int64(st[S_LIVE])] = p
                 else:
                     nr = nbr[r * P + o]
-                    j = (nr * P + (o ^ 1)) * V + ov
-                    if bcnt[j] >= B:
+                    if not _enqueue((nr * P + (o ^ 1)) * V + ov, B, p, fi, e, bpk, bfi, barr, bhead, bcnt):
                         return c, 2
-                    pos = bhead[j] + bcnt[j]
-                    if pos >= B:
-                        pos -= B
-                    bpk[j * B + pos] = p
-                    bfi[j * B + pos] = fi
-                    barr[j * B + pos] = e
-                    bcnt[j] += 1
                     nem[nr * P + (o ^ 1)] |= np.int64(1) << ov
                     rfl[nr] += 1
                     if TORUS == 1 and wrap[r * P + o] == 1:

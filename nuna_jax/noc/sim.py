@@ -154,11 +154,12 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     ptrs = [i64(NIV), i64(NIV), i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
+    scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, dest, st, *pk, free_slots, *src, *buf,
-                                  *ivcs, *ovcs, *ptrs, wheel, wcnt)
+                                  *ivcs, *ovcs, *ptrs, wheel, wcnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
@@ -204,8 +205,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
         if state == "warming_up":
             if phases + 1 >= cfg["warmup_periods"]:
                 reset = clear(c)
-                state = "running"
-                prev_lat = prev_acc = 0.0
+                state = "running"   # the first sample period is compared with the last warm-up one (BookSim2)
         else:
             if lat_change < cfg["stopping_threshold"] and acc_change < cfg["acc_stopping_threshold"]:
                 converged += 1
@@ -216,6 +216,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
         if state != "running":  # max_samples ran out while warming up
             unstable = True
         else:
+            drain_c, drain_acc = c, st[K.S_ACC_FLITS]   # BookSim2 counts accepted flits up to the drain
             while st[K.S_OUTSTANDING] > 0:
                 c2, status = step(c, min(c + period, max_cycles), 2)
                 if status == 1 or c2 >= max_cycles:
@@ -226,6 +227,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
             if not unstable:
                 c = max(c, int(st[K.S_LAST_E]) + 1)
             last = snapshot(c, reset)
+            last["acc"] = drain_acc / (N * max(drain_c - reset, 1))
     wall = time.perf_counter() - t0
     return NocResult(
         packet_latency_avg_cycles=last["plat"], network_latency_avg_cycles=last["nlat"],
