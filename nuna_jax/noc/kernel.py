@@ -50,10 +50,10 @@ def seed_rng(seed):
 
 
 #: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
-#: numba's runtime, so it allocates nothing): lengths P*V, P*V, P*V, P*V, P*V, P*V, then P*S*P x 5, P x 2, P*S x 2
+#: numba's runtime, so it allocates nothing): lengths P*V x 6, P*S*P x 5, P x 2, P*S x 2, P
 (R_REQ, R_ACT, R_ACTP, R_ACTV, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
- R_XACC, R_XD) = range(15)
-N_SCRATCH = 15
+ R_XACC, R_XD, R_VCNT) = range(16)
+N_SCRATCH = 16
 
 
 def scratch(P, V, S):
@@ -78,7 +78,7 @@ def _enqueue(j, B, p, fi, t, bpk, bfi, barr, bhead, bcnt):
 
 
 @_jit_loop
-def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
+def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st,
                pk_dst, pk_ct, pk_it, pk_hops, pk_rec, pk_dir, pk_ph, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
                bpk, bfi, barr, bhead, bcnt, nem, rfl,
@@ -89,7 +89,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
-    buffer overflow (a bug).  ``scr``: :func:`scratch`'s rows."""
+    buffer overflow (a bug).  ``coord[r * n + d]``: router r's digit in dimension d; ``scr``:
+    :func:`scratch`'s rows."""
     N = prm[P_N]; K = prm[P_K]; D = prm[P_DIMS]; P = prm[P_PORTS]; V = prm[P_V]; B = prm[P_B]
     S = prm[P_S]; PS = prm[P_PS]; RD = prm[P_RD]; VAD = prm[P_VAD]; SAD = prm[P_SAD]; CD = prm[P_CD]
     WFTC = prm[P_WFTC]; TORUS = prm[P_TORUS]; QCAP = prm[P_QCAP]; W = prm[P_WHEEL]; UNIF = prm[P_UNIFORM]
@@ -111,6 +112,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
     ogd = scr[R_OGD]
     xacc = scr[R_XACC]
     xd = scr[R_XD]
+    vcnt = scr[R_VCNT]
     sl_t = scr[R_SL_T]
     sl_x = scr[R_SL_X]
     sl_o = scr[R_SL_O]
@@ -157,13 +159,9 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                     st[S_OUTSTANDING] += 1
                 dirs = 0
                 if TORUS == 1:   # shortest direction per dimension, a random one on a tie
-                    a = s
-                    b = d
                     for dim in range(D):
-                        x = a % K
-                        y = b % K
-                        a //= K
-                        b //= K
+                        x = coord[s * D + dim]
+                        y = coord[d * D + dim]
                         dist2 = K - 2 * ((y - x + K) % K)
                         if not (dist2 > 0 or (dist2 == 0 and np.random.random() < 0.5)):
                             dirs |= 1 << dim
@@ -232,20 +230,16 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                     irdy[i] = rdy + RD
                     d = pk_dst[p]
                     inp = actp[t]
-                    a = r
-                    b = d
                     o = EJ
                     for dim in range(D):
-                        x = a % K
-                        y = b % K
+                        x = coord[r * D + dim]
+                        y = coord[d * D + dim]
                         if x != y:
                             if TORUS == 1:
                                 o = 2 * dim + ((pk_dir[p] >> dim) & 1)
                             else:
                                 o = 2 * dim if y > x else 2 * dim + 1
                             break
-                        a //= K
-                        b //= K
                     iport[i] = o
                     if TORUS == 1 and o != EJ:
                         if inp == EJ or inp // 2 != o // 2:
@@ -266,14 +260,24 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
             # 3b. VC allocation (iSLIP, one iteration)
             if nreq > 0:
                 for t in range(nreq):
-                    o = iport[base + req_i[t]]
-                    for ov in range(o * V, o * V + V):
-                        grant[ov] = -1
-                        gdist[ov] = PV + 1
+                    vcnt[iport[base + req_i[t]]] = 0
+                for t in range(nreq):
+                    vcnt[iport[base + req_i[t]]] += 1
+                for t in range(nreq):     # grant: each free output VC picks the requester after its pointer
+                    li = req_i[t]
+                    i = base + li
+                    o = iport[i]
+                    if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
+                        continue
+                    for ov in range(ilo[i], ihi[i] + 1):
+                        grant[o * V + ov] = -1
+                        gdist[o * V + ov] = PV + 1
                 for t in range(nreq):
                     li = req_i[t]
                     i = base + li
                     o = iport[i]
+                    if vcnt[o] == 1:
+                        continue
                     for ov in range(ilo[i], ihi[i] + 1):
                         oi = base + o * V + ov
                         if oown[oi] >= 0:
@@ -284,14 +288,15 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                         if dd < gdist[o * V + ov]:
                             gdist[o * V + ov] = dd
                             grant[o * V + ov] = li
-                for t in range(nreq):
+                for t in range(nreq):     # accept: each input VC picks the granting VC after its pointer
                     li = req_i[t]
                     i = base + li
                     o = iport[i]
+                    only = vcnt[o] == 1
                     best = -1
                     bd = PV + 1
                     for ov in range(ilo[i], ihi[i] + 1):
-                        if grant[o * V + ov] == li:
+                        if (only and oown[base + o * V + ov] < 0) or (not only and grant[o * V + ov] == li):
                             dd = o * V + ov - vap[i]
                             if dd < 0:
                                 dd += PV

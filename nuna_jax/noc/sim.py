@@ -117,6 +117,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     k, n, N = cfg["k"], cfg["n"], cfg.nodes
     P, V, B, S, PS = 2 * n + 1, cfg["num_vcs"], cfg["vc_buf_size"], cfg["input_speedup"], cfg["packet_size"]
     nbr, wrap = _topology(cfg)
+    coord = ((np.arange(N, dtype=np.int64)[:, None] // k ** np.arange(n, dtype=np.int64)) % k).ravel()
     dest = _dest_table(cfg)
     torus = cfg["topology"] == "torus"
     seed = int(cfg["seed"] if seed is None else seed)
@@ -158,7 +159,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     K.seed_rng(seed)
 
     def step(c, c1, mode):
-        c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, dest, st, *pk, free_slots, *src, *buf,
+        c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, *pk, free_slots, *src, *buf,
                                   *ivcs, *ovcs, *ptrs, wheel, wcnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
