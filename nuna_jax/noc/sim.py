@@ -145,22 +145,25 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     NIV = N * P * V
     i64 = lambda m, fill=0: np.full(m, fill, np.int64)  # noqa: E731
     st = np.zeros(K.N_STATS, np.float64)
-    pk = [i64(pcap) for _ in range(7)]
+    pk = np.zeros((pcap, K.N_PK), np.int64)
     free_slots = np.arange(pcap, dtype=np.int64)
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
-    buf = [i64(NIV * B), i64(NIV * B), i64(NIV * B), i64(NIV), i64(NIV), i64(N * P), i64(N)]
-    ivcs = [i64(NIV), i64(NIV), i64(NIV), i64(NIV), i64(NIV), i64(NIV), i64(NIV)]
-    ovcs = [i64(NIV, -1), i64(NIV, B), i64(NIV)]
-    ptrs = [i64(NIV), i64(NIV), i64(N * P), i64(N * P * S), i64(N * P * S)]
+    bq = np.zeros((NIV * B, K.N_BQ), np.int64)
+    ivs = np.zeros((NIV, K.N_IVS), np.int64)
+    ovs = np.zeros((NIV, K.N_OVS), np.int64)
+    ovs[:, K.O_OWN] = -1
+    ovs[:, K.O_CRED] = B
+    nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
+    ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
     scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
-        c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, *pk, free_slots, *src, *buf,
-                                  *ivcs, *ovcs, *ptrs, wheel, wcnt, scr)
+        c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
+                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
