@@ -77,6 +77,20 @@ def scratch(P, V, S):
 
 
 @_jit_inline
+def _send(aw, acnt, W, t, j, r, rp, p, fi):
+    """Schedule flit ``fi`` of packet ``p`` to enter VC buffer ``j`` (router ``r``, port row ``rp``) at
+    cycle ``t`` (``aw``/``acnt``: the arrivals calendar, ``W`` slots); until then no router visits it."""
+    sl = t & (W - 1)
+    k = acnt[sl]
+    aw[sl, k, 0] = j
+    aw[sl, k, 1] = r
+    aw[sl, k, 2] = rp
+    aw[sl, k, 3] = p
+    aw[sl, k, 4] = fi
+    acnt[sl] = k + 1
+
+
+@_jit_inline
 def _enqueue(j, B, p, fi, t, bq, ivs):
     """Append flit ``fi`` of packet ``p`` (usable from cycle ``t``) to VC buffer ``j`` (a ring of ``B``
     slots); False when the buffer is full (a credit bug)."""
@@ -95,14 +109,16 @@ def _enqueue(j, B, p, fi, t, bq, ivs):
 @_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bq, nem, rfl, ivs, ovs, sgp, sap, svp, wheel, wcnt, scr):
+               bq, nem, rfl, ivs, ovs, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
     buffer overflow (a bug).  ``coord[r * n + d]``: router r's digit in dimension d; the state of
     input VC ``i`` is the row ``ivs[i]`` (fields ``I_*``), of output VC ``oi`` the row ``ovs[oi]``
     (``O_*``), of buffer slot ``q`` the row ``bq[q]`` (``Q_*``), of packet ``p`` the row ``pk[p]``
-    (``K_*``): one cache line per VC visit instead of one per field; ``scr``: :func:`scratch`'s rows."""
+    (``K_*``): one cache line per VC visit instead of one per field; ``wheel``/``wcnt``: the credits
+    calendar, ``aw``/``acnt``: the flit arrivals calendar (a flit enters its buffer when it arrives,
+    so no router visits it on the link); ``scr``: :func:`scratch`'s rows."""
     N = prm[P_N]; K = prm[P_K]; D = prm[P_DIMS]; P = prm[P_PORTS]; V = prm[P_V]; B = prm[P_B]
     S = prm[P_S]; PS = prm[P_PS]; RD = prm[P_RD]; VAD = prm[P_VAD]; SAD = prm[P_SAD]; CD = prm[P_CD]
     WFTC = prm[P_WFTC]; TORUS = prm[P_TORUS]; QCAP = prm[P_QCAP]; W = prm[P_WHEEL]; UNIF = prm[P_UNIFORM]
@@ -150,6 +166,15 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     inj_tail[j] = 0
                     inj_own[j] = 0
         wcnt[slot] = 0
+        # flits due now enter their buffers
+        for e in range(acnt[slot]):
+            j = aw[slot, e, 0]
+            rp = aw[slot, e, 2]
+            if not _enqueue(j, B, aw[slot, e, 3], aw[slot, e, 4], c, bq, ivs):
+                return c, 2
+            nem[rp] |= np.int64(1) << (j - rp * V)
+            rfl[aw[slot, e, 1]] += 1
+        acnt[slot] = 0
         # 2. sources: generate, inject
         for s in range(N):
             if prate > 0.0 and np.random.random() < prate:
@@ -194,10 +219,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                             break
                 v = src_vc[s]
                 if v >= 0 and inj_cred[s * V + v] > 0:
-                    if not _enqueue((s * P + EJ) * V + v, B, p, fi, c + 2, bq, ivs):
-                        return c, 2
-                    nem[s * P + EJ] |= np.int64(1) << v
-                    rfl[s] += 1
+                    _send(aw, acnt, W, c + 2, (s * P + EJ) * V + v, s, s * P + EJ, p, fi)
                     inj_cred[s * V + v] -= 1
                     if fi == 0:
                         pk[p, K_IT] = c
@@ -433,11 +455,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         free_slots[np.int64(st[S_LIVE])] = p
                 else:
                     nr = nbr[r * P + o]
-                    if not _enqueue((nr * P + (o ^ 1)) * V + ov, B, p, fi, e, bq, ivs):
-                        return c, 2
-                    nem[nr * P + (o ^ 1)] |= np.int64(1) << ov
-                    rfl[nr] += 1
-                    if TORUS == 1 and wrap[r * P + o] == 1:
+                    _send(aw, acnt, W, e, (nr * P + (o ^ 1)) * V + ov, nr, nr * P + (o ^ 1), p, fi)
+                    if TORUS == 1 and fi == 0 and wrap[r * P + o] == 1:   # the head crossed a dateline
                         pk[p, K_PH] = 1
                 # the credit for the freed slot goes upstream
                 sl = (c + SAD + 1 + CD) & (W - 1)

@@ -158,12 +158,13 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
+    aw, acnt = np.zeros((W, N * P, 5), np.int64), i64(W)   # at most one flit per link and per source a cycle
     scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, scr)
+                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
