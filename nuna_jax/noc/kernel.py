@@ -79,7 +79,8 @@ def scratch(P, V, S):
 @_jit_inline
 def _send(aw, acnt, W, t, j, r, rp, p, fi):
     """Schedule flit ``fi`` of packet ``p`` to enter VC buffer ``j`` (router ``r``, port row ``rp``) at
-    cycle ``t`` (``aw``/``acnt``: the arrivals calendar, ``W`` slots); until then no router visits it."""
+    cycle ``t`` (``aw``/``acnt``: the arrivals calendar, ``W`` slots); until then no router visits it.
+    ``j = -1``: the flit reaches the sink of router ``r`` then (:func:`_retire`)."""
     sl = t & (W - 1)
     k = acnt[sl]
     aw[sl, k, 0] = j
@@ -88,6 +89,32 @@ def _send(aw, acnt, W, t, j, r, rp, p, fi):
     aw[sl, k, 3] = p
     aw[sl, k, 4] = fi
     acnt[sl] = k + 1
+
+
+@_jit_inline
+def _retire(p, tail, t, mode, st, pk, free_slots):
+    """A flit of packet ``p`` reaches its destination's sink at cycle ``t``: count it; at the tail, record
+    the packet (every packet while warming up, ``mode`` 0; else the measured ones) and free its slot
+    (BookSim2's _RetireFlit, at the flit's arrival)."""
+    st[S_ACC_FLITS] += 1
+    if not tail:
+        return
+    lat = t - pk[p, K_CT]
+    if mode == 0 or pk[p, K_REC] == 1:
+        st[S_PKTS] += 1
+        st[S_PLAT] += lat
+        st[S_NLAT] += t - pk[p, K_IT]
+        st[S_HOPS] += pk[p, K_HOPS]
+        if lat < st[S_PLAT_MIN]:
+            st[S_PLAT_MIN] = lat
+        if lat > st[S_PLAT_MAX]:
+            st[S_PLAT_MAX] = lat
+    if pk[p, K_REC] == 1:
+        st[S_OUTSTANDING] -= 1
+        if t > st[S_LAST_E]:
+            st[S_LAST_E] = t
+    st[S_LIVE] -= 1
+    free_slots[np.int64(st[S_LIVE])] = p
 
 
 @_jit_inline
@@ -166,14 +193,17 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     inj_tail[j] = 0
                     inj_own[j] = 0
         wcnt[slot] = 0
-        # flits due now enter their buffers
-        for e in range(acnt[slot]):
-            j = aw[slot, e, 0]
-            rp = aw[slot, e, 2]
-            if not _enqueue(j, B, aw[slot, e, 3], aw[slot, e, 4], c, bq, ivs):
+        # flits due now enter their buffers, or their destination's sink
+        for k in range(acnt[slot]):
+            j = aw[slot, k, 0]
+            if j < 0:
+                _retire(aw[slot, k, 3], aw[slot, k, 4] == PS - 1, c, mode, st, pk, free_slots)
+                continue
+            rp = aw[slot, k, 2]
+            if not _enqueue(j, B, aw[slot, k, 3], aw[slot, k, 4], c, bq, ivs):
                 return c, 2
             nem[rp] |= np.int64(1) << (j - rp * V)
-            rfl[aw[slot, e, 1]] += 1
+            rfl[aw[slot, k, 1]] += 1
         acnt[slot] = 0
         # 2. sources: generate, inject
         for s in range(N):
@@ -430,29 +460,11 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 tail = fi == PS - 1
                 e = c + SAD + 2
                 if o == EJ:
-                    # the sink takes the flit at e and returns its credit at once
+                    # the sink takes the flit at e (counted then: _retire) and returns its credit at once
                     sl = (c + SAD + 2 + CD) & (W - 1)
                     wheel[sl, wcnt[sl]] = oi
                     wcnt[sl] += 1
-                    if e >= 0:
-                        st[S_ACC_FLITS] += 1
-                    if tail:
-                        lat = e - pk[p, K_CT]
-                        if mode == 0 or pk[p, K_REC] == 1:
-                            st[S_PKTS] += 1
-                            st[S_PLAT] += lat
-                            st[S_NLAT] += e - pk[p, K_IT]
-                            st[S_HOPS] += pk[p, K_HOPS]
-                            if lat < st[S_PLAT_MIN]:
-                                st[S_PLAT_MIN] = lat
-                            if lat > st[S_PLAT_MAX]:
-                                st[S_PLAT_MAX] = lat
-                        if pk[p, K_REC] == 1:
-                            st[S_OUTSTANDING] -= 1
-                            if e > st[S_LAST_E]:
-                                st[S_LAST_E] = e
-                        st[S_LIVE] -= 1
-                        free_slots[np.int64(st[S_LIVE])] = p
+                    _send(aw, acnt, W, e, -1, r, 0, p, fi)
                 else:
                     nr = nbr[r * P + o]
                     _send(aw, acnt, W, e, (nr * P + (o ^ 1)) * V + ov, nr, nr * P + (o ^ 1), p, fi)
@@ -460,8 +472,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         pk[p, K_PH] = 1
                 # the credit for the freed slot goes upstream
                 sl = (c + SAD + 1 + CD) & (W - 1)
-                if inp == EJ:   # the source sees it one cycle later (BookSim2: the node reads credits first)
-                    sl = (c + SAD + 2 + CD) & (W - 1)
+                if inp == EJ:   # the source: no credit_delay (BookSim2 applies it in routers; its traffic manager
+                    sl = (c + SAD + 1) & (W - 1)     # processes a credit the cycle it reads it)
                     wheel[sl, wcnt[sl]] = -(r * V + v) - 1
                 else:
                     ur = nbr[r * P + inp]

@@ -155,7 +155,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
-    aw, acnt = np.zeros((W, N * P, 5), np.int64), i64(W)   # at most one flit per link and per source a cycle
+    aw, acnt = np.zeros((W, N * (P + 1), 5), np.int64), i64(W)   # a flit per link, source and sink a cycle
     scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
