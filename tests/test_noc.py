@@ -54,6 +54,26 @@ def test_zero_load_latency_hand_computed(kw, want):
     assert r["hops_avg"] == pytest.approx(3.0 if kw.get("topology") != "torus" else 2.0)
 
 
+# every Bernoulli trial a packet (injection_rate 1): both tools are deterministic, so one sample
+# period must give BookSim2's numbers exactly; 4 nodes in a line, 0<->3 and 1<->2, mesh88_lat's
+# router (20-flit packets, 8 VCs, credit delay 2, input speedup 2, wait for tail credit)
+LINE = """topology = mesh; k = 4; n = 1; routing_function = dor; traffic = bitcomp; packet_size = 20;
+num_vcs = 8; wait_for_tail_credit = 1; credit_delay = 2; routing_delay = 0; input_speedup = 2;
+sample_period = 300; warmup_periods = 10; latency_thres = 150.0;
+"""
+
+
+def test_deterministic_contention_equals_booksim_exactly():
+    # BookSim2 28f4329, `booksim line.cfg injection_rate=1.0`: the first period's 24 packets average
+    # 171.417 cycles (min 56, max 277; network latency 93.5), over latency_thres = 150, so it stops
+    # there.  Before the source's credits skipped credit_delay the model gave 167.17 (min 54).
+    r = simulate_noc(load_config(text=LINE, overrides=["injection_rate=1"]))
+    assert r["unstable"] and r["packets_measured"] == 24 and r["cycles"] == 300
+    assert r["packet_latency_avg_cycles"] == pytest.approx(4114 / 24, abs=1e-9)     # 171.41666...
+    assert (r["packet_latency_min_cycles"], r["packet_latency_max_cycles"]) == (56, 277)
+    assert r["network_latency_avg_cycles"] == pytest.approx(93.5, abs=1e-9)
+
+
 def test_credit_loop_limits_small_buffers():
     # one buffer slot per VC: each flit of a 5-flit packet waits for the credit of the one before
     fast = simulate_noc(_small(packet_size=5, vc_buf_size=8))
@@ -214,6 +234,25 @@ def test_near_saturation_latency_matches_booksim_4x4():
     finally:
         f.unlink()
     assert sum(nj) / 4 == pytest.approx(sum(bs) / 4, rel=0.04)
+
+
+@needs_booksim
+@pytest.mark.parametrize("periods", [1, 4])
+def test_deterministic_contention_equals_booksim_binary(tmp_path, periods):
+    # the same line as above, the binary itself: after `periods` warm-up periods (statistics cleared
+    # at even ones; every retired packet counts) the printed average, minimum and maximum packet
+    # latency, to BookSim2's 6 digits
+    import re
+    f = tmp_path / "line.cfg"
+    thr = {1: 150.0, 4: 870.0}[periods]          # just under that period's average: the run stops there
+    f.write_text(LINE.replace("latency_thres = 150.0", f"latency_thres = {thr}"))
+    out = subprocess.run([str(BOOKSIM), str(f), "injection_rate=1.0"], capture_output=True, text=True,
+                         timeout=600).stdout
+    m = re.findall(r"Packet latency average = ([0-9.]+)\s+minimum = ([0-9]+)\s+maximum = ([0-9]+)", out)
+    assert len(m) == periods
+    r = simulate_noc(load_config(f, ["injection_rate=1"]))
+    assert f"{r['packet_latency_avg_cycles']:.6g}" == m[-1][0]
+    assert (r["packet_latency_min_cycles"], r["packet_latency_max_cycles"]) == (float(m[-1][1]), float(m[-1][2]))
 
 
 @needs_booksim
