@@ -460,8 +460,10 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 tail = fi == PS - 1
                 e = c + SAD + 2
                 if o == EJ:
-                    # the sink takes the flit at e (counted then: _retire) and returns its credit at once
-                    sl = (c + SAD + 2 + CD) & (W - 1)
+                    # the sink takes the flit at e (counted then: _retire); its credit is usable here at e + 2 +
+                    # credit_delay (BookSim2: the node writes it when it retires the flit, the router reads it
+                    # a cycle later and applies credit_delay; measured on the binary at credit delays 0-2)
+                    sl = (c + SAD + 4 + CD) & (W - 1)
                     wheel[sl, wcnt[sl]] = oi
                     wcnt[sl] += 1
                     _send(aw, acnt, W, e, -1, r, 0, p, fi)
