@@ -285,17 +285,18 @@ def test_committed_validation_zero_load_and_saturation():
 
 
 def test_committed_validation_latency_well_below_saturation():
-    # within 5 % of BookSim2 at every rate up to 60 % of BookSim2's saturation rate
+    # within 5 % of BookSim2 at every rate up to 90 % of BookSim2's saturation rate
     for r in _record():
         sat = r["saturation"]["booksim"]["injection_rate"]
-        pts = [p for p in r["points"] if p["injection_rate"] <= 0.6 * sat]
-        assert len(pts) >= 2
+        pts = [p for p in r["points"] if p["injection_rate"] <= 0.9 * sat]
+        assert len(pts) >= 4
         for p in pts:
             assert abs(p["latency_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"], p["injection_rate"])
 
 
-@pytest.mark.xfail(strict=True, reason="open: just below saturation the model's average latency is 10-15 % under "
-                                       "BookSim2's (docs/noc.md 'What differs')")
+@pytest.mark.xfail(strict=True, reason="open: at 0.007 packets/node/cycle (95 % of saturation) on mesh88_lat.cfg the "
+                                       "24-seed means differ by -6.0 % / -6.7 % (buffers 8 / 4), within one standard "
+                                       "error (6.9 % / 5.3 %) of zero (docs/noc.md 'Validation')")
 def test_committed_validation_latency_at_every_rate_below_saturation():
     for r in _record():
         for p in r["points"]:
