@@ -5,8 +5,10 @@ tool runs ``--repeats`` times alternately (seeds 0, 1, ...); flit-hops per secon
 x accepted flit rate x hops average / wall seconds for both (BookSim2's README formula), wall
 seconds being BookSim2's whole process and nuna-jax's simulation (``wall_s``: in-process, numba
 loaded) -- the nuna-jax command's whole process (interpreter, imports, numba cache load) is
-reported beside it.  Prints a table and writes benchmarks/out/bench_noc.json.  Not a test: the
-numbers depend on the machine and its load (both tools see the same load, interleaved).
+reported beside it.  CPU seconds (rusage of the BookSim2 child, ``time.process_time`` of the
+simulation) are reported too: on a loaded machine they are steadier than wall seconds.  Prints a
+table and writes benchmarks/out/bench_noc.json.  Not a test: the numbers depend on the machine
+and its load (both tools see the same load, interleaved).
 
     python benchmarks/bench_noc.py [--repeats 3] [--rate 0.2]
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -45,38 +48,53 @@ def main(argv=None) -> int:
     simulate_noc(path=cfg, overrides=[f"injection_rate={a.rate}"], seed=0)  # load numba's compiled loop
     rows = []
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUNA_JAX_CACHE_DIR="")
+    def child_cpu():
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
     for rep in range(a.repeats):
         ov = [f"injection_rate={a.rate}"]
+        c0 = child_cpu()
         b = run_booksim(binary, cfg, ov + [f"seed={rep}"])
+        b_cpu = child_cpu() - c0
         b_fhs = b["flit_hops"] / b["wall_s"]
+        c0 = time.process_time()
         n = simulate_noc(path=cfg, overrides=ov, seed=rep)
+        n_cpu = time.process_time() - c0
         n_fh = n["cycles"] * nodes * n["accepted_flit_rate"] * n["hops_avg"]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), child_cpu()
         subprocess.run([sys.executable, "-m", "nuna_jax", "noc", str(cfg), *ov, "--seed", str(rep), "--json"],
                        env=env, capture_output=True, check=True)
-        proc = time.perf_counter() - t0
-        rows.append({"seed": rep, "booksim": {"wall_s": b["wall_s"], "cycles": b["cycles"], "flit_hops": b["flit_hops"],
-                                              "flit_hops_per_s": b_fhs, "packet_latency_avg_cycles": b["packet_latency_avg_cycles"]},
-                     "nuna_jax": {"wall_s": n["wall_s"], "process_wall_s": proc, "cycles": n["cycles"], "flit_hops": n_fh,
+        proc, proc_cpu = time.perf_counter() - t0, child_cpu() - c0
+        rows.append({"seed": rep, "booksim": {"wall_s": b["wall_s"], "cpu_s": b_cpu, "cycles": b["cycles"],
+                                              "flit_hops": b["flit_hops"], "flit_hops_per_s": b_fhs,
+                                              "flit_hops_per_cpu_s": b["flit_hops"] / b_cpu,
+                                              "packet_latency_avg_cycles": b["packet_latency_avg_cycles"]},
+                     "nuna_jax": {"wall_s": n["wall_s"], "cpu_s": n_cpu, "process_wall_s": proc,
+                                  "process_cpu_s": proc_cpu, "cycles": n["cycles"], "flit_hops": n_fh,
                                   "flit_hops_counted": n["flit_hops"], "flit_hops_per_s": n_fh / n["wall_s"],
-                                  "flit_hops_per_s_process": n_fh / proc,
+                                  "flit_hops_per_cpu_s": n_fh / n_cpu, "flit_hops_per_s_process": n_fh / proc,
                                   "packet_latency_avg_cycles": n["packet_latency_avg_cycles"]},
-                     "speedup": (n_fh / n["wall_s"]) / b_fhs, "speedup_process": (n_fh / proc) / b_fhs})
+                     "speedup": (n_fh / n["wall_s"]) / b_fhs, "speedup_cpu": (n_fh / n_cpu) / (b["flit_hops"] / b_cpu),
+                     "speedup_process": (n_fh / proc) / b_fhs})
         r = rows[-1]
-        print(f"seed {rep}: booksim {b['wall_s']:.2f} s {b_fhs / 1e3:.0f} k flit-hops/s | nuna-jax {n['wall_s']:.3f} s "
-              f"{r['nuna_jax']['flit_hops_per_s'] / 1e3:.0f} k flit-hops/s (x{r['speedup']:.1f}); whole command "
-              f"{proc:.2f} s (x{r['speedup_process']:.1f})", flush=True)
+        print(f"seed {rep}: booksim {b['wall_s']:.2f} s ({b_cpu:.2f} CPU s) {b_fhs / 1e3:.0f} k flit-hops/s | nuna-jax "
+              f"{n['wall_s']:.3f} s ({n_cpu:.3f} CPU s) {r['nuna_jax']['flit_hops_per_s'] / 1e3:.0f} k flit-hops/s "
+              f"(x{r['speedup']:.1f} wall, x{r['speedup_cpu']:.1f} CPU); whole command {proc:.2f} s ({proc_cpu:.2f} CPU s, "
+              f"x{r['speedup_process']:.1f})", flush=True)
     med = sorted(r["speedup"] for r in rows)[len(rows) // 2]
+    medc = sorted(r["speedup_cpu"] for r in rows)[len(rows) // 2]
     medp = sorted(r["speedup_process"] for r in rows)[len(rows) // 2]
     try:
         load = os.getloadavg()
     except OSError:
         load = None
     doc = {"config": cfg.name, "injection_rate": a.rate, "cpus": os.cpu_count(), "loadavg": load,
-           "rows": rows, "median_speedup": med, "median_speedup_process": medp}
+           "rows": rows, "median_speedup": med, "median_speedup_cpu": medc, "median_speedup_process": medp}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"median speedup in flit-hops/s: x{med:.1f} (simulation), x{medp:.1f} (whole command); wrote {a.out}")
+    print(f"median speedup in flit-hops/s: x{med:.1f} (simulation, wall), x{medc:.1f} (simulation, CPU), "
+          f"x{medp:.1f} (whole command, wall); load average {load}; wrote {a.out}")
     return 0
 
 

@@ -54,6 +54,26 @@ def test_zero_load_latency_hand_computed(kw, want):
     assert r["hops_avg"] == pytest.approx(3.0 if kw.get("topology") != "torus" else 2.0)
 
 
+# every Bernoulli trial a packet (injection_rate 1): both tools are deterministic, so one sample
+# period must give BookSim2's numbers exactly; 4 nodes in a line, 0<->3 and 1<->2, mesh88_lat's
+# router (20-flit packets, 8 VCs, credit delay 2, input speedup 2, wait for tail credit)
+LINE = """topology = mesh; k = 4; n = 1; routing_function = dor; traffic = bitcomp; packet_size = 20;
+num_vcs = 8; wait_for_tail_credit = 1; credit_delay = 2; routing_delay = 0; input_speedup = 2;
+sample_period = 300; warmup_periods = 10; latency_thres = 150.0;
+"""
+
+
+def test_deterministic_contention_equals_booksim_exactly():
+    # BookSim2 28f4329, `booksim line.cfg injection_rate=1.0`: the first period's 24 packets average
+    # 171.417 cycles (min 56, max 277; network latency 93.5), over latency_thres = 150, so it stops
+    # there.  Before the source's credits skipped credit_delay the model gave 167.17 (min 54).
+    r = simulate_noc(load_config(text=LINE, overrides=["injection_rate=1"]))
+    assert r["unstable"] and r["packets_measured"] == 24 and r["cycles"] == 300
+    assert r["packet_latency_avg_cycles"] == pytest.approx(4114 / 24, abs=1e-9)     # 171.41666...
+    assert (r["packet_latency_min_cycles"], r["packet_latency_max_cycles"]) == (56, 277)
+    assert r["network_latency_avg_cycles"] == pytest.approx(93.5, abs=1e-9)
+
+
 def test_credit_loop_limits_small_buffers():
     # one buffer slot per VC: each flit of a 5-flit packet waits for the credit of the one before
     fast = simulate_noc(_small(packet_size=5, vc_buf_size=8))
@@ -117,6 +137,13 @@ def _cli(*args):
     (SMALL, ["injection_rate={0.1,0.2}"], "injection_rate"),
     (SMALL.replace("k = 2;", "k = 3;"), [], "traffic"),
     ("topology = mesh\nk 8;\n", [], "k 8"),
+    (SMALL, ["injection_rate=1e400"], "injection_rate"),                 # overflows to inf
+    (SMALL, ["latency_thres=inf"], "latency_thres"),
+    (SMALL, ["seed=-1"], "seed"),
+    (SMALL, ["k=32", "num_vcs=64", "vc_buf_size=1024"], "'num_vcs' and 'vc_buf_size'"),     # 335 M buffer slots
+    (SMALL, ["injection_rate=0", "sample_period=1048576", "warmup_periods=1000", "max_samples=1000"],
+     "'sample_period'"),                                                  # 8 G router-cycles of nothing
+    (SMALL, ["packet_size=4096", "injection_rate=1"], "'injection_rate' and 'packet_size'"),
 ])
 def test_bad_config_exits_2_naming_the_key(tmp_path, text, overrides, key):
     f = tmp_path / "bad.cfg"
@@ -188,6 +215,47 @@ def test_zero_load_equals_booksim(tmp_path, extra):
 
 
 @needs_booksim
+def test_near_saturation_latency_matches_booksim_4x4():
+    # the VC allocator's accept pointer runs over every output VC of the router (BookSim2's iSLIP
+    # _aptrs): a head that turns to another port starts at that port's VC 0.  With a pointer per
+    # port instead, packets spread over more VCs, queue less behind each other, and the latency at
+    # 90 % of saturation came out 12 % under BookSim2's (4 seeds each).
+    text = "topology = mesh; k = 4; n = 2; routing_function = dor; traffic = uniform; sample_period = 2000;"
+    import re
+    f = Path(os.environ.get("TMPDIR", "/tmp")) / f"noc_4x4_{os.getpid()}.cfg"
+    f.write_text(text)
+    try:
+        bs, nj = [], []
+        for seed in range(4):
+            out = subprocess.run([str(BOOKSIM), str(f), "injection_rate=0.72", f"seed={seed}"], capture_output=True,
+                                 text=True, timeout=600).stdout
+            bs.append(float(re.findall(r"Packet latency average = ([-0-9.e]+)", out)[-1]))
+            nj.append(simulate_noc(load_config(f, ["injection_rate=0.72"]), seed=seed)["packet_latency_avg_cycles"])
+    finally:
+        f.unlink()
+    assert sum(nj) / 4 == pytest.approx(sum(bs) / 4, rel=0.04)
+
+
+@needs_booksim
+@pytest.mark.parametrize("periods", [1, 4])
+def test_deterministic_contention_equals_booksim_binary(tmp_path, periods):
+    # the same line as above, the binary itself: after `periods` warm-up periods (statistics cleared
+    # at even ones; every retired packet counts) the printed average, minimum and maximum packet
+    # latency, to BookSim2's 6 digits
+    import re
+    f = tmp_path / "line.cfg"
+    thr = {1: 150.0, 4: 870.0}[periods]          # just under that period's average: the run stops there
+    f.write_text(LINE.replace("latency_thres = 150.0", f"latency_thres = {thr}"))
+    out = subprocess.run([str(BOOKSIM), str(f), "injection_rate=1.0"], capture_output=True, text=True,
+                         timeout=600).stdout
+    m = re.findall(r"Packet latency average = ([0-9.]+)\s+minimum = ([0-9]+)\s+maximum = ([0-9]+)", out)
+    assert len(m) == periods
+    r = simulate_noc(load_config(f, ["injection_rate=1"]))
+    assert f"{r['packet_latency_avg_cycles']:.6g}" == m[-1][0]
+    assert (r["packet_latency_min_cycles"], r["packet_latency_max_cycles"]) == (float(m[-1][1]), float(m[-1][2]))
+
+
+@needs_booksim
 def test_uniform_latency_within_5_percent_of_booksim():
     cfg = BOOKSIM.parent / "configs" / "mesh88_uniform.cfg"
     b = _booksim(cfg, "injection_rate=0.1", "sample_period=500")
@@ -217,17 +285,18 @@ def test_committed_validation_zero_load_and_saturation():
 
 
 def test_committed_validation_latency_well_below_saturation():
-    # within 5 % of BookSim2 at every rate up to 60 % of BookSim2's saturation rate
+    # within 5 % of BookSim2 at every rate up to 90 % of BookSim2's saturation rate
     for r in _record():
         sat = r["saturation"]["booksim"]["injection_rate"]
-        pts = [p for p in r["points"] if p["injection_rate"] <= 0.6 * sat]
-        assert len(pts) >= 2
+        pts = [p for p in r["points"] if p["injection_rate"] <= 0.9 * sat]
+        assert len(pts) >= 4
         for p in pts:
             assert abs(p["latency_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"], p["injection_rate"])
 
 
-@pytest.mark.xfail(strict=True, reason="open: just below saturation the model's average latency is 10-15 % under "
-                                       "BookSim2's (docs/noc.md 'What differs')")
+@pytest.mark.xfail(strict=True, reason="open: at 0.007 packets/node/cycle (95 % of saturation) on mesh88_lat.cfg the "
+                                       "24-seed means differ by -6.0 % / -6.7 % (buffers 8 / 4), within one standard "
+                                       "error (6.9 % / 5.3 %) of zero (docs/noc.md 'Validation')")
 def test_committed_validation_latency_at_every_rate_below_saturation():
     for r in _record():
         for p in r["points"]:

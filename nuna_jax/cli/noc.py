@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
                         "curve and its saturation point (latency above 3 x zero-load); --plot draws it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--max-work", type=number(0.0, 1e6, lo_open=True), default=1.0, metavar="F",
-                   help="multiply the work limits (nodes k^n <= 1,024, flits simulated, file bytes) by F (default 1)")
+                   help="multiply the work limits (nodes k^n <= 1,024; buffer slots, router-cycles and flits simulated "
+                        "<= 2^26 each; file bytes) by F (default 1)")
     add_plot_arg(p, "the latency-vs-load curve with the saturation point (with --sweep-rate)")
 
 

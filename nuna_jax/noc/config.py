@@ -147,7 +147,19 @@ class NocConfig(dict):
             raise ValueError("configuration key 'num_vcs' must be >= 2 on a torus (dateline VC classes)")
         nodes = self["k"] ** self["n"]
         from ..limits import active
-        active().check("mesh_routers", nodes, f"configuration keys 'k' and 'n' (k^n = {self['k']}^{self['n']})")
+        lim = active()
+        lim.check("mesh_routers", nodes, f"configuration keys 'k' and 'n' (k^n = {self['k']}^{self['n']})")
+        # the simulation's work and memory, before anything is allocated (a buffer slot, a router-cycle
+        # and a simulated flit each count as one flit against the `flits` limit)
+        lim.check("flits", nodes * (2 * self["n"] + 1) * self["num_vcs"] * self["vc_buf_size"],
+                  "configuration keys 'num_vcs' and 'vc_buf_size' (buffer slots: k^n x (2n + 1) ports x num_vcs x "
+                  "vc_buf_size)")
+        lim.check("flits", nodes * self["sample_period"] * (self["warmup_periods"] + self["max_samples"]),
+                  "configuration keys 'sample_period', 'warmup_periods' and 'max_samples' (router-cycles: k^n x "
+                  "sample_period x (warmup_periods + max_samples))")
+        lim.check("flits", int(nodes * self.packet_rate * self["packet_size"] * self.max_cycles),
+                  "configuration keys 'injection_rate' and 'packet_size' (flits: k^n x packets/node/cycle x "
+                  "packet_size x the run's cycle bound)")
         if self["traffic"] in ("transpose", "bitrev", "shuffle", "bitcomp") and nodes & (nodes - 1):
             raise ValueError(f"configuration key 'traffic' = {self['traffic']!r} needs a power-of-two node count "
                              f"(k^n = {nodes})")
@@ -159,6 +171,13 @@ class NocConfig(dict):
     @property
     def nodes(self) -> int:
         return self["k"] ** self["n"]
+
+    @property
+    def max_cycles(self) -> int:
+        """The run's cycle bound: warm-up and sample periods, then a drain of at most 50 periods + 100,000
+        cycles (a run still draining then ends as unstable)."""
+        period = self["sample_period"]
+        return period * (self["warmup_periods"] + self["max_samples"]) + 50 * period + 100000
 
     @property
     def packet_rate(self) -> float:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numba_jit import HAVE_NUMBA, jit as _jit  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
+from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_loop as _jit_loop  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 # indices into the integer parameter vector
 (P_N, P_K, P_DIMS, P_PORTS, P_V, P_B, P_S, P_PS, P_RD, P_VAD, P_SAD, P_CD, P_WFTC, P_TORUS, P_QCAP,
@@ -49,19 +49,103 @@ def seed_rng(seed):
     np.random.seed(seed)
 
 
-@_jit
-def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
-               pk_dst, pk_ct, pk_it, pk_hops, pk_rec, pk_dir, pk_ph, free_slots,
+#: fields of an input VC's row (``ivs``): state (0 idle, 1 routed, 2 active), ready cycle, free-from
+#: cycle, output port, output VC, VC range lo/hi, buffer head / count, VC-allocation accept pointer
+(I_ST, I_RDY, I_FREE, I_PORT, I_VC, I_LO, I_HI, I_HEAD, I_CNT, I_AP) = range(10)
+N_IVS = 10
+#: fields of an output VC's row (``ovs``): owning input VC (-1 free), credits, tail sent, grant pointer
+(O_OWN, O_CRED, O_TAIL, O_GP) = range(4)
+N_OVS = 4
+#: fields of a buffer slot (``bq``): packet, flit index, arrival cycle
+(Q_PK, Q_FI, Q_ARR) = range(3)
+N_BQ = 3
+#: fields of a packet (``pk``): destination, creation cycle, injection cycle, hops, measured, torus
+#: directions, dateline phase
+(K_DST, K_CT, K_IT, K_HOPS, K_REC, K_DIR, K_PH) = range(7)
+N_PK = 7
+
+#: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
+#: numba's runtime, so it allocates nothing): lengths P*V x 6, P*S*P x 5, P x 2, P*S x 2, P
+(R_REQ, R_ACT, R_ACTP, R_ACTV, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
+ R_XACC, R_XD, R_VCNT) = range(16)
+N_SCRATCH = 16
+
+
+def scratch(P, V, S):
+    """The scratch rows ``run_cycles`` needs for ``P`` ports, ``V`` VCs and input speedup ``S``."""
+    return np.zeros((N_SCRATCH, max(P * V, P * S * P)), np.int64)
+
+
+@_jit_inline
+def _send(aw, acnt, W, t, j, r, rp, p, fi):
+    """Schedule flit ``fi`` of packet ``p`` to enter VC buffer ``j`` (router ``r``, port row ``rp``) at
+    cycle ``t`` (``aw``/``acnt``: the arrivals calendar, ``W`` slots); until then no router visits it.
+    ``j = -1``: the flit reaches the sink of router ``r`` then (:func:`_retire`)."""
+    sl = t & (W - 1)
+    k = acnt[sl]
+    aw[sl, k, 0] = j
+    aw[sl, k, 1] = r
+    aw[sl, k, 2] = rp
+    aw[sl, k, 3] = p
+    aw[sl, k, 4] = fi
+    acnt[sl] = k + 1
+
+
+@_jit_inline
+def _retire(p, tail, t, mode, st, pk, free_slots):
+    """A flit of packet ``p`` reaches its destination's sink at cycle ``t``: count it; at the tail, record
+    the packet (every packet while warming up, ``mode`` 0; else the measured ones) and free its slot
+    (BookSim2's _RetireFlit, at the flit's arrival)."""
+    st[S_ACC_FLITS] += 1
+    if not tail:
+        return
+    lat = t - pk[p, K_CT]
+    if mode == 0 or pk[p, K_REC] == 1:
+        st[S_PKTS] += 1
+        st[S_PLAT] += lat
+        st[S_NLAT] += t - pk[p, K_IT]
+        st[S_HOPS] += pk[p, K_HOPS]
+        if lat < st[S_PLAT_MIN]:
+            st[S_PLAT_MIN] = lat
+        if lat > st[S_PLAT_MAX]:
+            st[S_PLAT_MAX] = lat
+    if pk[p, K_REC] == 1:
+        st[S_OUTSTANDING] -= 1
+        if t > st[S_LAST_E]:
+            st[S_LAST_E] = t
+    st[S_LIVE] -= 1
+    free_slots[np.int64(st[S_LIVE])] = p
+
+
+@_jit_inline
+def _enqueue(j, B, p, fi, t, bq, ivs):
+    """Append flit ``fi`` of packet ``p`` (usable from cycle ``t``) to VC buffer ``j`` (a ring of ``B``
+    slots); False when the buffer is full (a credit bug)."""
+    if ivs[j, I_CNT] >= B:
+        return False
+    pos = ivs[j, I_HEAD] + ivs[j, I_CNT]
+    if pos >= B:
+        pos -= B
+    bq[j * B + pos, Q_PK] = p
+    bq[j * B + pos, Q_FI] = fi
+    bq[j * B + pos, Q_ARR] = t
+    ivs[j, I_CNT] += 1
+    return True
+
+
+@_jit_loop
+def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bpk, bfi, barr, bhead, bcnt, nem, rfl,
-               ist, irdy, ifree, iport, ivc, ilo, ihi,
-               oown, ocred, otail,
-               vgp, vap, sgp, sap, svp,
-               wheel, wcnt):
+               bq, nem, rfl, ivs, ovs, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
-    buffer overflow (a bug)."""
+    buffer overflow (a bug).  ``coord[r * n + d]``: router r's digit in dimension d; the state of
+    input VC ``i`` is the row ``ivs[i]`` (fields ``I_*``), of output VC ``oi`` the row ``ovs[oi]``
+    (``O_*``), of buffer slot ``q`` the row ``bq[q]`` (``Q_*``), of packet ``p`` the row ``pk[p]``
+    (``K_*``): one cache line per VC visit instead of one per field; ``wheel``/``wcnt``: the credits
+    calendar, ``aw``/``acnt``: the flit arrivals calendar (a flit enters its buffer when it arrives,
+    so no router visits it on the link); ``scr``: :func:`scratch`'s rows."""
     N = prm[P_N]; K = prm[P_K]; D = prm[P_DIMS]; P = prm[P_PORTS]; V = prm[P_V]; B = prm[P_B]
     S = prm[P_S]; PS = prm[P_PS]; RD = prm[P_RD]; VAD = prm[P_VAD]; SAD = prm[P_SAD]; CD = prm[P_CD]
     WFTC = prm[P_WFTC]; TORUS = prm[P_TORUS]; QCAP = prm[P_QCAP]; W = prm[P_WHEEL]; UNIF = prm[P_UNIFORM]
@@ -69,23 +153,24 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
     PV = P * V
     PSX = P * S
     half = V // 2
-    # per-router scratch
-    req_i = np.empty(PV, np.int64)
-    act = np.empty(PV, np.int64)
-    actp = np.empty(PV, np.int64)
-    actv = np.empty(PV, np.int64)
+    # per-router scratch (rows of scr)
+    req_i = scr[R_REQ]
+    act = scr[R_ACT]
+    actp = scr[R_ACTP]
+    actv = scr[R_ACTV]
     m = np.int64(0)
-    grant = np.empty(PV, np.int64)
-    gdist = np.empty(PV, np.int64)
-    sreq_vc = np.empty(PSX * P, np.int64)
-    sreq_d = np.empty(PSX * P, np.int64)
-    ogrant = np.empty(P, np.int64)
-    ogd = np.empty(P, np.int64)
-    xacc = np.empty(PSX, np.int64)
-    xd = np.empty(PSX, np.int64)
-    sl_t = np.empty(PSX * P, np.int64)
-    sl_x = np.empty(PSX * P, np.int64)
-    sl_o = np.empty(PSX * P, np.int64)
+    grant = scr[R_GRANT]
+    gdist = scr[R_GDIST]
+    sreq_vc = scr[R_SREQ_VC]
+    sreq_d = scr[R_SREQ_D]
+    ogrant = scr[R_OGRANT]
+    ogd = scr[R_OGD]
+    xacc = scr[R_XACC]
+    xd = scr[R_XD]
+    vcnt = scr[R_VCNT]
+    sl_t = scr[R_SL_T]
+    sl_x = scr[R_SL_X]
+    sl_o = scr[R_SL_O]
     for t in range(PSX * P):
         sreq_vc[t] = -1
     c = c0
@@ -97,10 +182,10 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
         for e in range(wcnt[slot]):
             tgt = wheel[slot, e]
             if tgt >= 0:
-                ocred[tgt] += 1
-                if WFTC == 1 and otail[tgt] == 1 and ocred[tgt] == B:
-                    otail[tgt] = 0
-                    oown[tgt] = -1
+                ovs[tgt, O_CRED] += 1
+                if WFTC == 1 and ovs[tgt, O_TAIL] == 1 and ovs[tgt, O_CRED] == B:
+                    ovs[tgt, O_TAIL] = 0
+                    ovs[tgt, O_OWN] = -1
             else:
                 j = -tgt - 1
                 inj_cred[j] += 1
@@ -108,6 +193,18 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                     inj_tail[j] = 0
                     inj_own[j] = 0
         wcnt[slot] = 0
+        # flits due now enter their buffers, or their destination's sink
+        for k in range(acnt[slot]):
+            j = aw[slot, k, 0]
+            if j < 0:
+                _retire(aw[slot, k, 3], aw[slot, k, 4] == PS - 1, c, mode, st, pk, free_slots)
+                continue
+            rp = aw[slot, k, 2]
+            if not _enqueue(j, B, aw[slot, k, 3], aw[slot, k, 4], c, bq, ivs):
+                return c, 2
+            nem[rp] |= np.int64(1) << (j - rp * V)
+            rfl[aw[slot, k, 1]] += 1
+        acnt[slot] = 0
         # 2. sources: generate, inject
         for s in range(N):
             if prate > 0.0 and np.random.random() < prate:
@@ -120,27 +217,23 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                     d = np.random.randint(0, N)
                 else:
                     d = dest_tab[s]
-                pk_dst[p] = d
-                pk_ct[p] = c
-                pk_it[p] = -1
-                pk_hops[p] = 0
-                pk_rec[p] = 1 if mode == 1 else 0
+                pk[p, K_DST] = d
+                pk[p, K_CT] = c
+                pk[p, K_IT] = -1
+                pk[p, K_HOPS] = 0
+                pk[p, K_REC] = 1 if mode == 1 else 0
                 if mode == 1:
                     st[S_OUTSTANDING] += 1
                 dirs = 0
                 if TORUS == 1:   # shortest direction per dimension, a random one on a tie
-                    a = s
-                    b = d
                     for dim in range(D):
-                        x = a % K
-                        y = b % K
-                        a //= K
-                        b //= K
+                        x = coord[s * D + dim]
+                        y = coord[d * D + dim]
                         dist2 = K - 2 * ((y - x + K) % K)
                         if not (dist2 > 0 or (dist2 == 0 and np.random.random() < 0.5)):
                             dirs |= 1 << dim
-                pk_dir[p] = dirs
-                pk_ph[p] = 0
+                pk[p, K_DIR] = dirs
+                pk[p, K_PH] = 0
                 sq[s, (sq_head[s] + sq_cnt[s]) % QCAP] = p
                 sq_cnt[s] += 1
             if sq_cnt[s] > 0:
@@ -156,21 +249,10 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                             break
                 v = src_vc[s]
                 if v >= 0 and inj_cred[s * V + v] > 0:
-                    j = (s * P + EJ) * V + v
-                    if bcnt[j] >= B:
-                        return c, 2
-                    pos = bhead[j] + bcnt[j]
-                    if pos >= B:
-                        pos -= B
-                    bpk[j * B + pos] = p
-                    bfi[j * B + pos] = fi
-                    barr[j * B + pos] = c + 2
-                    bcnt[j] += 1
-                    nem[s * P + EJ] |= np.int64(1) << v
-                    rfl[s] += 1
+                    _send(aw, acnt, W, c + 2, (s * P + EJ) * V + v, s, s * P + EJ, p, fi)
                     inj_cred[s * V + v] -= 1
                     if fi == 0:
-                        pk_it[p] = c
+                        pk[p, K_IT] = c
                     if fi == PS - 1:
                         sq_head[s] = (sq_head[s] + 1) % QCAP
                         sq_cnt[s] -= 1
@@ -204,99 +286,106 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
             for t in range(nact):
                 li = act[t]
                 i = base + li
-                if ist[i] == 0:
-                    q = i * B + bhead[i]
-                    p = bpk[q]
-                    arr = barr[q]
-                    rdy = arr if arr > ifree[i] else ifree[i]
-                    irdy[i] = rdy + RD
-                    d = pk_dst[p]
+                if ivs[i, I_ST] == 0:
+                    q = i * B + ivs[i, I_HEAD]
+                    p = bq[q, Q_PK]
+                    arr = bq[q, Q_ARR]
+                    rdy = arr if arr > ivs[i, I_FREE] else ivs[i, I_FREE]
+                    ivs[i, I_RDY] = rdy + RD
+                    d = pk[p, K_DST]
                     inp = actp[t]
-                    a = r
-                    b = d
                     o = EJ
                     for dim in range(D):
-                        x = a % K
-                        y = b % K
+                        x = coord[r * D + dim]
+                        y = coord[d * D + dim]
                         if x != y:
                             if TORUS == 1:
-                                o = 2 * dim + ((pk_dir[p] >> dim) & 1)
+                                o = 2 * dim + ((pk[p, K_DIR] >> dim) & 1)
                             else:
                                 o = 2 * dim if y > x else 2 * dim + 1
                             break
-                        a //= K
-                        b //= K
-                    iport[i] = o
+                    ivs[i, I_PORT] = o
                     if TORUS == 1 and o != EJ:
                         if inp == EJ or inp // 2 != o // 2:
-                            pk_ph[p] = 0          # a new dimension: before its dateline
-                        if pk_ph[p] == 1 or wrap[r * P + o] == 1:
-                            ilo[i] = half
-                            ihi[i] = V - 1
+                            pk[p, K_PH] = 0          # a new dimension: before its dateline
+                        if pk[p, K_PH] == 1 or wrap[r * P + o] == 1:
+                            ivs[i, I_LO] = half
+                            ivs[i, I_HI] = V - 1
                         else:
-                            ilo[i] = 0
-                            ihi[i] = half - 1
+                            ivs[i, I_LO] = 0
+                            ivs[i, I_HI] = half - 1
                     else:
-                        ilo[i] = 0
-                        ihi[i] = V - 1
-                    ist[i] = 1
-                if ist[i] == 1 and irdy[i] <= c:
+                        ivs[i, I_LO] = 0
+                        ivs[i, I_HI] = V - 1
+                    ivs[i, I_ST] = 1
+                if ivs[i, I_ST] == 1 and ivs[i, I_RDY] <= c:
                     req_i[nreq] = li
                     nreq += 1
             # 3b. VC allocation (iSLIP, one iteration)
             if nreq > 0:
                 for t in range(nreq):
-                    o = iport[base + req_i[t]]
-                    for ov in range(o * V, o * V + V):
-                        grant[ov] = -1
-                        gdist[ov] = PV + 1
+                    vcnt[ivs[base + req_i[t], I_PORT]] = 0
+                for t in range(nreq):
+                    vcnt[ivs[base + req_i[t], I_PORT]] += 1
+                for t in range(nreq):     # grant: each free output VC picks the requester after its pointer
+                    li = req_i[t]
+                    i = base + li
+                    o = ivs[i, I_PORT]
+                    if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
+                        continue
+                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
+                        grant[o * V + ov] = -1
+                        gdist[o * V + ov] = PV + 1
                 for t in range(nreq):
                     li = req_i[t]
                     i = base + li
-                    o = iport[i]
-                    for ov in range(ilo[i], ihi[i] + 1):
+                    o = ivs[i, I_PORT]
+                    if vcnt[o] == 1:
+                        continue
+                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
                         oi = base + o * V + ov
-                        if oown[oi] >= 0:
+                        if ovs[oi, O_OWN] >= 0:
                             continue
-                        dd = li - vgp[oi]
+                        dd = li - ovs[oi, O_GP]
                         if dd < 0:
                             dd += PV
                         if dd < gdist[o * V + ov]:
                             gdist[o * V + ov] = dd
                             grant[o * V + ov] = li
-                for t in range(nreq):
+                for t in range(nreq):     # accept: each input VC picks the granting VC after its pointer
                     li = req_i[t]
                     i = base + li
-                    o = iport[i]
+                    o = ivs[i, I_PORT]
+                    only = vcnt[o] == 1
                     best = -1
-                    bd = V + 1
-                    for ov in range(ilo[i], ihi[i] + 1):
-                        if grant[o * V + ov] == li:
-                            dd = ov - vap[i]
+                    bd = PV + 1
+                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
+                        if (only and ovs[base + o * V + ov, O_OWN] < 0) or (not only and grant[o * V + ov] == li):
+                            dd = o * V + ov - ivs[i, I_AP]
                             if dd < 0:
-                                dd += V
+                                dd += PV
                             if dd < bd:
                                 bd = dd
                                 best = ov
                     if best >= 0:
                         oi = base + o * V + best
-                        oown[oi] = i
-                        vgp[oi] = li + 1 if li + 1 < PV else 0
-                        vap[i] = best + 1 if best + 1 < V else 0
-                        ivc[i] = best
-                        ist[i] = 2
-                        irdy[i] = c + VAD
+                        ovs[oi, O_OWN] = i
+                        ovs[oi, O_GP] = li + 1 if li + 1 < PV else 0
+                        ivs[i, I_AP] = o * V + best + 1 if o * V + best + 1 < PV else 0
+                        ivs[i, I_VC] = best
+                        ivs[i, I_ST] = 2
+                        ivs[i, I_RDY] = c + VAD
             # 3c. switch allocation (iSLIP, one iteration) and traversal
             nsr = 0
             for t2 in range(nact):
                 li = act[t2]
                 i = base + li
-                if ist[i] != 2 or bcnt[i] == 0 or irdy[i] > c:
+                if ivs[i, I_ST] != 2 or ivs[i, I_CNT] == 0 or ivs[i, I_RDY] > c:
                     continue
-                if barr[i * B + bhead[i]] > c:
+                if bq[i * B + ivs[i, I_HEAD], Q_ARR] > c:
                     continue
-                o = iport[i]
-                if ocred[base + o * V + ivc[i]] <= 0:
+                o = ivs[i, I_PORT]
+                if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:
                     continue
                 inp = actp[t2]
                 v = actv[t2]
@@ -354,66 +443,39 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                 sap[r * PSX + x] = o + 1 if o + 1 < P else 0
                 svp[r * PSX + x] = v + 1 if v + 1 < V else 0
                 # move the front flit
-                q = i * B + bhead[i]
-                p = bpk[q]
-                fi = bfi[q]
-                bhead[i] = bhead[i] + 1 if bhead[i] + 1 < B else 0
-                bcnt[i] -= 1
+                q = i * B + ivs[i, I_HEAD]
+                p = bq[q, Q_PK]
+                fi = bq[q, Q_FI]
+                ivs[i, I_HEAD] = ivs[i, I_HEAD] + 1 if ivs[i, I_HEAD] + 1 < B else 0
+                ivs[i, I_CNT] -= 1
                 rfl[r] -= 1
-                if bcnt[i] == 0:
+                if ivs[i, I_CNT] == 0:
                     nem[r * P + inp] &= ~(np.int64(1) << v)
-                ov = ivc[i]
+                ov = ivs[i, I_VC]
                 oi = base + o * V + ov
-                ocred[oi] -= 1
+                ovs[oi, O_CRED] -= 1
                 if fi == 0:
-                    pk_hops[p] += 1
+                    pk[p, K_HOPS] += 1
                 st[S_FLIT_HOPS] += 1
                 tail = fi == PS - 1
                 e = c + SAD + 2
                 if o == EJ:
-                    # the sink takes the flit at e and returns its credit at once
-                    sl = (c + SAD + 2 + CD) & (W - 1)
+                    # the sink takes the flit at e (counted then: _retire); its credit is usable here at e + 2 +
+                    # credit_delay (BookSim2: the node writes it when it retires the flit, the router reads it
+                    # a cycle later and applies credit_delay; measured on the binary at credit delays 0-2)
+                    sl = (c + SAD + 4 + CD) & (W - 1)
                     wheel[sl, wcnt[sl]] = oi
                     wcnt[sl] += 1
-                    if e >= 0:
-                        st[S_ACC_FLITS] += 1
-                    if tail:
-                        lat = e - pk_ct[p]
-                        if mode == 0 or pk_rec[p] == 1:
-                            st[S_PKTS] += 1
-                            st[S_PLAT] += lat
-                            st[S_NLAT] += e - pk_it[p]
-                            st[S_HOPS] += pk_hops[p]
-                            if lat < st[S_PLAT_MIN]:
-                                st[S_PLAT_MIN] = lat
-                            if lat > st[S_PLAT_MAX]:
-                                st[S_PLAT_MAX] = lat
-                        if pk_rec[p] == 1:
-                            st[S_OUTSTANDING] -= 1
-                            if e > st[S_LAST_E]:
-                                st[S_LAST_E] = e
-                        st[S_LIVE] -= 1
-                        free_slots[np.int64(st[S_LIVE])] = p
+                    _send(aw, acnt, W, e, -1, r, 0, p, fi)
                 else:
                     nr = nbr[r * P + o]
-                    j = (nr * P + (o ^ 1)) * V + ov
-                    if bcnt[j] >= B:
-                        return c, 2
-                    pos = bhead[j] + bcnt[j]
-                    if pos >= B:
-                        pos -= B
-                    bpk[j * B + pos] = p
-                    bfi[j * B + pos] = fi
-                    barr[j * B + pos] = e
-                    bcnt[j] += 1
-                    nem[nr * P + (o ^ 1)] |= np.int64(1) << ov
-                    rfl[nr] += 1
-                    if TORUS == 1 and wrap[r * P + o] == 1:
-                        pk_ph[p] = 1
+                    _send(aw, acnt, W, e, (nr * P + (o ^ 1)) * V + ov, nr, nr * P + (o ^ 1), p, fi)
+                    if TORUS == 1 and fi == 0 and wrap[r * P + o] == 1:   # the head crossed a dateline
+                        pk[p, K_PH] = 1
                 # the credit for the freed slot goes upstream
                 sl = (c + SAD + 1 + CD) & (W - 1)
-                if inp == EJ:   # the source sees it one cycle later (BookSim2: the node reads credits first)
-                    sl = (c + SAD + 2 + CD) & (W - 1)
+                if inp == EJ:   # the source: no credit_delay (BookSim2 applies it in routers; its traffic manager
+                    sl = (c + SAD + 1) & (W - 1)     # processes a credit the cycle it reads it)
                     wheel[sl, wcnt[sl]] = -(r * V + v) - 1
                 else:
                     ur = nbr[r * P + inp]
@@ -421,12 +483,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, dest_tab, st,
                 wcnt[sl] += 1
                 if tail:
                     if WFTC == 1:
-                        otail[oi] = 1
+                        ovs[oi, O_TAIL] = 1
                     else:
-                        oown[oi] = -1
-                    ist[i] = 0
-                    ifree[i] = c + SAD
+                        ovs[oi, O_OWN] = -1
+                    ivs[i, I_ST] = 0
+                    ivs[i, I_FREE] = c + SAD
                 else:
-                    irdy[i] = c + SAD
+                    ivs[i, I_RDY] = c + SAD
         c += 1
     return c, 0

@@ -117,15 +117,13 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     k, n, N = cfg["k"], cfg["n"], cfg.nodes
     P, V, B, S, PS = 2 * n + 1, cfg["num_vcs"], cfg["vc_buf_size"], cfg["input_speedup"], cfg["packet_size"]
     nbr, wrap = _topology(cfg)
+    coord = ((np.arange(N, dtype=np.int64)[:, None] // k ** np.arange(n, dtype=np.int64)) % k).ravel()
     dest = _dest_table(cfg)
     torus = cfg["topology"] == "torus"
     seed = int(cfg["seed"] if seed is None else seed)
     period = cfg["sample_period"]
     if max_cycles is None:
-        max_cycles = period * (cfg["warmup_periods"] + cfg["max_samples"]) + 50 * period + 100000
-    from ..limits import active
-    active().check("flits", int(N * max(cfg.packet_rate * PS, 0) * max_cycles),
-                   "the configuration (nodes x injection_rate x packet_size x cycles)")
+        max_cycles = cfg.max_cycles   # the configuration's work was checked against the limits when loaded
     # the injection queues and the packet table hold what an unstable run piles up before the
     # latency threshold stops it (overflow ends the run as unstable, as that threshold would)
     rate = cfg.packet_rate
@@ -144,21 +142,26 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     NIV = N * P * V
     i64 = lambda m, fill=0: np.full(m, fill, np.int64)  # noqa: E731
     st = np.zeros(K.N_STATS, np.float64)
-    pk = [i64(pcap) for _ in range(7)]
+    pk = np.zeros((pcap, K.N_PK), np.int64)
     free_slots = np.arange(pcap, dtype=np.int64)
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
-    buf = [i64(NIV * B), i64(NIV * B), i64(NIV * B), i64(NIV), i64(NIV), i64(N * P), i64(N)]
-    ivcs = [i64(NIV), i64(NIV), i64(NIV), i64(NIV), i64(NIV), i64(NIV), i64(NIV)]
-    ovcs = [i64(NIV, -1), i64(NIV, B), i64(NIV)]
-    ptrs = [i64(NIV), i64(NIV), i64(N * P), i64(N * P * S), i64(N * P * S)]
+    bq = np.zeros((NIV * B, K.N_BQ), np.int64)
+    ivs = np.zeros((NIV, K.N_IVS), np.int64)
+    ovs = np.zeros((NIV, K.N_OVS), np.int64)
+    ovs[:, K.O_OWN] = -1
+    ovs[:, K.O_CRED] = B
+    nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
+    ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
+    aw, acnt = np.zeros((W, N * (P + 1), 5), np.int64), i64(W)   # a flit per link, source and sink a cycle
+    scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
-        c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, dest, st, *pk, free_slots, *src, *buf,
-                                  *ivcs, *ovcs, *ptrs, wheel, wcnt)
+        c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
+                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
@@ -204,8 +207,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
         if state == "warming_up":
             if phases + 1 >= cfg["warmup_periods"]:
                 reset = clear(c)
-                state = "running"
-                prev_lat = prev_acc = 0.0
+                state = "running"   # the first sample period is compared with the last warm-up one (BookSim2)
         else:
             if lat_change < cfg["stopping_threshold"] and acc_change < cfg["acc_stopping_threshold"]:
                 converged += 1
@@ -216,6 +218,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
         if state != "running":  # max_samples ran out while warming up
             unstable = True
         else:
+            drain_c, drain_acc = c, st[K.S_ACC_FLITS]   # BookSim2 counts accepted flits up to the drain
             while st[K.S_OUTSTANDING] > 0:
                 c2, status = step(c, min(c + period, max_cycles), 2)
                 if status == 1 or c2 >= max_cycles:
@@ -226,6 +229,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
             if not unstable:
                 c = max(c, int(st[K.S_LAST_E]) + 1)
             last = snapshot(c, reset)
+            last["acc"] = drain_acc / (N * max(drain_c - reset, 1))
     wall = time.perf_counter() - t0
     return NocResult(
         packet_latency_avg_cycles=last["plat"], network_latency_avg_cycles=last["nlat"],
