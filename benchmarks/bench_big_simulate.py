@@ -1,4 +1,4 @@
-"""``nuna-jax simulate`` of a 100 kB All-Gather on 1,024 GPUs (issue 23: under 2 GB peak and 30 s
+"""``nuna-jax simulate`` of a 100 kB All-Gather on 1,024 GPUs (the speed goal: under 2 GB peak and 30 s
 on the 2-core CPU), in a child process as ``bench_sim.py --big`` runs it (:func:`bench_sim.big_case`),
 with the child's CPU seconds and the load average before and after.
 

@@ -53,6 +53,8 @@ EXPERIMENTS = {
                         ("--quick",), True),
     "validation": Experiment("validate_analytical.py", "estimate vs simulator", ("--quick",), True),
     "readings": Experiment("readings.py", "NUNA 6.2 / Table 2: 8-GPU headline over the open readings (simulator)", (), True),
+    "backpressure": Experiment("backpressure.py", "NUNA under back-pressure: Figs. 10-12 and the 8-GPU headline with "
+                               "credit flow control (simulator)", ("--quick",), True),
     # last: the report reads every JSON above (and experiments/out/*.jsonl of fidelity_device.py)
     "report": Experiment("fidelity_table.py", "docs/reproduction.md/.json + docs/fidelity.md from the experiments' JSON", (), True),
 }
