@@ -105,6 +105,8 @@ def _rand(s, seed, n=300):
                         phase=rng.integers(0, 2, n))
 
 
+@pytest.mark.slow     # 8 path-model compiles (~45 CPU s); the default run compares the engines in
+                      # the default setting (test_contention.test_fast_runs_engine_equals_stage_table_engine)
 def test_stages_and_runs_engines_agree_in_both_settings():
     base = preset("table2")
     t = _rand(base, 4)

@@ -61,9 +61,9 @@ def cases(draw):
     return s, t, bg
 
 
-# 8 generated cases by default (each random system compiles its own stage tables, about 2.5 CPU s a
+# 5 generated cases by default (each random system compiles its own stage tables, about 2.5 CPU s a
 # case), 100 in the slow run (test_fast_equals_reference_on_many_cases); NUNA_SIM_EXAMPLES=200 for more
-@settings(max_examples=int(os.environ.get("NUNA_SIM_EXAMPLES", "8")), deadline=None,
+@settings(max_examples=int(os.environ.get("NUNA_SIM_EXAMPLES", "5")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_reference_flit_by_flit(case):
