@@ -3,8 +3,9 @@
 It reads the compressed program (:class:`.program.Program`, expanded to one stage row per flow:
 credit mode keeps per-flow rows, so it is meant for cases of up to a few million flit-hops)
 and the buffer rules of :mod:`.flow_control`.  Events are int64 keys ``((time << 1 | kind) << b) | id``
-in one binary heap: kind 0 ``id < N`` a flit's arrival (its stage in the record), ``id >= N`` a
-credit returning to buffer VC ``id - N``; kind 1 ``id`` a resource that may start a service.
+in one binary heap (the unbounded engine's, :func:`.kernel._hpush`; records ``(key, stage, 0)``):
+kind 0 ``id < N`` a flit's arrival (its stage in the record), ``id >= N`` a credit returning to
+buffer VC ``id - N``; kind 1 ``id`` a resource that may start a service.
 Kind-0 events commute, so equal keys need no tie-break; kind-1 events run in resource-id order,
 as in the reference.  A resource's candidates are kept in one list per buffer they need a credit of
 (and one for those needing none), each sorted by ``(arrival, flit id)``: the oldest eligible
@@ -19,6 +20,7 @@ import numpy as np
 
 from .. import path
 from ..numba_jit import HAVE_NUMBA, jit_inline as _jit_inline, jit_loop as _jit_loop
+from .kernel import _hpop, _hpush
 from .flow_control import (KIND_CU, KIND_EGRESS, KIND_HBM, KIND_INGRESS, KIND_LINK, N_CLASSES, FlowControl,
                            credit_delay_ps, link_latency_delta_ps, out_buffers, resource_kinds, stage_classes)
 from .program import Program
@@ -73,49 +75,11 @@ def _initial_credits(system, fc: FlowControl, n_res: int, max_v: int) -> np.ndar
 
 
 @_jit_inline
-def _push(hk, hp, n, key, pay):
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= key:
-            break
-        hk[i] = hk[p]
-        hp[i] = hp[p]
-        i = p
-    hk[i] = key
-    hp[i] = pay
-    return n + 1
-
-
-@_jit_inline
-def _pop(hk, hp, n):
-    n -= 1
-    lk = hk[n]
-    lp = hp[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and hk[c + 1] < hk[c]:
-            c += 1
-        if hk[c] >= lk:
-            break
-        hk[i] = hk[c]
-        hp[i] = hp[c]
-        i = c
-    if n > 0:
-        hk[i] = lk
-        hp[i] = lp
-    return n
-
-
-@_jit_inline
-def _wake(hk, hp, hn, try_at, r, t, b):
+def _wake(heap, hn, try_at, r, t, b):
     """Queue "resource ``r`` may start a service at ``t``" unless that event is already pending."""
     if try_at[r] != t:
         try_at[r] = t
-        hn = _push(hk, hp, hn, (((t << 1) | 1) << b) | r, 0)
+        hn = _hpush(heap, hn, (((t << 1) | 1) << b) | r, 0, 0)
     return hn
 
 
@@ -191,7 +155,7 @@ def _best_vc(credits, base, nv):
 @_jit_loop
 def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase, flit_issuer, iss_start, iss_end, iss_res,
                 iss_of_res, phase_total, window, credits, max_v, cd, maxt, b, cap,
-                issue_ps, deliver_ps, store_ps, busy, counts, hk, hp, free, try_at, chead, ctail, cnext, cprev, carr,
+                issue_ps, deliver_ps, store_ps, busy, counts, heap, free, try_at, chead, ctail, cnext, cprev, carr,
                 fhead, ftail, fnext, held, at, ptr, out, wait, pdone, popen):
     """Run the credit-mode event loop to the end.  ``counts`` receives (injected, delivered, hops,
     error: 0 ok, 1 time bound, 2 event heap full).  The state arrays after ``counts`` come from
@@ -208,14 +172,14 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
     hops = 0
     err = 0
     for i in range(n_iss):
-        hn = _wake(hk, hp, hn, try_at, iss_res[i], 0, b)
+        hn = _wake(heap, hn, try_at, iss_res[i], 0, b)
     while hn > 0:
         if hn > cap - n_iss - 8:                          # an event pushes at most n_iss + 4 records
             err = 2
             break
-        key = hk[0]
-        pay = hp[0]
-        hn = _pop(hk, hp, hn)
+        key = heap[0, 0]
+        pay = heap[0, 1]
+        hn = _hpop(heap, hn)
         t = key >> (b + 1)
         kind = (key >> b) & 1
         ident = key & mask
@@ -223,7 +187,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             bv = ident - n
             credits[bv] += 1
             r = bv // (N_CLASSES * max_v)
-            hn = _wake(hk, hp, hn, try_at, r, t, b)
+            hn = _wake(heap, hn, try_at, r, t, b)
             continue
         if kind == 0:                                     # flit ident arrives at stage pay
             f = ident
@@ -236,7 +200,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
                 if wait[i] == 2:
                     wait[i] = 0
                     r = iss_res[i]
-                    hn = _wake(hk, hp, hn, try_at, r, t, b)
+                    hn = _wake(heap, hn, try_at, r, t, b)
                 ph = flit_phase[f]
                 if ph >= 0:
                     pdone[ph] += 1
@@ -246,7 +210,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
                             if wait[j] == 1:
                                 wait[j] = 0
                                 r = iss_res[j]
-                                hn = _wake(hk, hp, hn, try_at, r, t, b)
+                                hn = _wake(heap, hn, try_at, r, t, b)
                 continue
             at[f] = pay
             carr[f] = t
@@ -254,7 +218,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             if hb < 0 or fhead[hb] == f:
                 r = res[fl, pay]
                 _cand_insert(_list_of(r, fl, pay, nvc, cls), f, t, chead, ctail, cnext, cprev, carr)
-                hn = _wake(hk, hp, hn, try_at, r, t, b)
+                hn = _wake(heap, hn, try_at, r, t, b)
             continue
         # kind 1: resource ident may start a service
         r = ident
@@ -262,7 +226,7 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             try_at[r] = -1                                # processed: a later trigger at t pushes again
         if free[r] > t:                                   # busy: look again when it is free, if anyone waits
             if iss_of_res[r] < 0 and _waiting(chead, r):
-                hn = _wake(hk, hp, hn, try_at, r, free[r], b)
+                hn = _wake(heap, hn, try_at, r, free[r], b)
             continue
         f = -1
         k = 0
@@ -313,12 +277,12 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             if fnext[f] < 0:
                 ftail[hb] = -1
             fnext[f] = -1
-            hn = _push(hk, hp, hn, ((t + cd) << (b + 1)) | (n + hb), 0)
+            hn = _hpush(heap, hn, ((t + cd) << (b + 1)) | (n + hb), 0, 0)
             h = fhead[hb]
             if h >= 0 and at[h] >= 0:
                 rh = res[flit_flow[h], at[h]]
                 _cand_insert(_list_of(rh, flit_flow[h], at[h], nvc, cls), h, carr[h], chead, ctail, cnext, cprev, carr)
-                hn = _wake(hk, hp, hn, try_at, rh, t, b)
+                hn = _wake(heap, hn, try_at, rh, t, b)
             held[f] = -1
         if v >= 0:
             bv = (r * N_CLASSES + cls[fl, k]) * max_v + v
@@ -341,8 +305,8 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
             err = 1
             break
         if iss_of_res[r] >= 0 or _waiting(chead, r):     # else the next candidate's arrival wakes r
-            hn = _wake(hk, hp, hn, try_at, r, t + s, b)
-        hn = _push(hk, hp, hn, (nxt << (b + 1)) | f, k + 1)
+            hn = _wake(heap, hn, try_at, r, t + s, b)
+        hn = _hpush(heap, hn, (nxt << (b + 1)) | f, k + 1, 0)
     counts[0] = inj
     counts[1] = dlv
     counts[2] = hops
@@ -351,9 +315,9 @@ def credit_loop(res, svc, lat, nst, nvc, cls, mark, moff, flit_flow, flit_phase,
 
 
 def _state(n, n_res, n_bv, iss_start, n_ph, cap):
-    """Fresh state arrays of :func:`credit_loop` (from ``hk`` on)."""
+    """Fresh state arrays of :func:`credit_loop` (from ``heap`` on)."""
     full = lambda m: np.full(m, -1, np.int64)  # noqa: E731
-    return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(n_res, np.int64), full(n_res),
+    return (np.empty((cap, 3), np.int64), np.zeros(n_res, np.int64), full(n_res),
             full(n_res * LISTS), full(n_res * LISTS), full(n), full(n), np.zeros(n, np.int64),
             full(n_bv), full(n_bv), full(n), full(n), full(n), iss_start.astype(np.int64).copy(),
             np.zeros(iss_start.shape[0], np.int64), np.zeros(iss_start.shape[0], np.int64),
