@@ -52,3 +52,17 @@ def test_parse_size_rejects(text):
     from nuna_jax.cli.common import parse_size
     with pytest.raises(ValueError):
         parse_size(text)
+
+
+def test_zero_latency_best_path_gives_no_ratio(tmp_path, capsys):
+    """With ``cu_to_noc_ns = 0`` a CU on a port's router reaches the port in 0 ns: the NoC spread
+    (worst / best) is undefined, reported as null / "n/a" (it divided by zero: found by the slow fuzz)."""
+    f = tmp_path / "sys.toml"
+    f.write_text('base = "table2"\nlink_bw_bytes_per_ns = 1\ncu_to_noc_ns = 0\n')
+    assert main(["info", "--system", str(f), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["noc_latency_ns"]["cu_to_port"]["min"] == 0
+    assert d["ratios"]["noc_worst_over_best"] is None and d["ratios"]["noc_mean_over_best"] is None
+    assert d["ratios"]["transfer_worst_over_best"] > 1        # the transfer's best path still takes time
+    assert main(["info", "--system", str(f)]) == 0
+    assert "n/a" in capsys.readouterr().out

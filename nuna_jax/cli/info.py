@@ -59,6 +59,11 @@ def info_dict(s) -> dict:
     return d
 
 
+def _x(ratio) -> str:
+    """A spread ratio as printed: ``1.93x``, or ``n/a`` where the best path takes no time."""
+    return "  n/a " if ratio is None else f"{ratio:5.2f}x"
+
+
 def run(args) -> int:
     check_plot_path(args)
     s = system_from_args(args)
@@ -84,9 +89,9 @@ def run(args) -> int:
                      ("transfer (local read + store)", g["transfer"])):
         print(f"  {label:30s} {v['min']:8.1f}  {v['mean']:8.1f}  {v['max']:8.1f}")
     print("\nNUNA spread                      ours   paper (section 1)")
-    print(f"  NoC worst / best             {r['noc_worst_over_best']:5.2f}x  {pr['noc_worst_over_best']:.2f}x")
-    print(f"  NoC mean / best              {r['noc_mean_over_best']:5.2f}x  {pr['noc_mean_over_best']:.2f}x")
-    print(f"  transfer worst / best        {r['transfer_worst_over_best']:5.2f}x  {pr['transfer_worst_over_best']:.2f}x")
-    print(f"  transfer mean / best         {r['transfer_mean_over_best']:5.2f}x  {pr['transfer_mean_over_best']:.2f}x")
-    print(f"  (one-way store alone: worst {r['store_worst_over_best']:.2f}x, mean {r['store_mean_over_best']:.2f}x)")
+    print(f"  NoC worst / best             {_x(r['noc_worst_over_best'])}  {pr['noc_worst_over_best']:.2f}x")
+    print(f"  NoC mean / best              {_x(r['noc_mean_over_best'])}  {pr['noc_mean_over_best']:.2f}x")
+    print(f"  transfer worst / best        {_x(r['transfer_worst_over_best'])}  {pr['transfer_worst_over_best']:.2f}x")
+    print(f"  transfer mean / best         {_x(r['transfer_mean_over_best'])}  {pr['transfer_mean_over_best']:.2f}x")
+    print(f"  (one-way store alone: worst {_x(r['store_worst_over_best']).strip()}, mean {_x(r['store_mean_over_best']).strip()})")
     return 0

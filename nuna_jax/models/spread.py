@@ -31,6 +31,12 @@ def _stats(a) -> dict:
     return {"min": float(a.min()), "mean": float(a.mean()), "max": float(a.max())}
 
 
+def _over_best(v: float, best: float) -> float | None:
+    """``v / best``, or None where the best path takes no time (a system with ``cu_to_noc_ns = 0``
+    and a CU on a port's router): the spread over a zero-latency path is undefined."""
+    return v / best if best > 0 else None
+
+
 def nuna_spread(s: System, *, limits=None) -> dict:
     """Zero-load latency statistics (ns) over all endpoint combinations.
 
@@ -68,14 +74,14 @@ def nuna_spread(s: System, *, limits=None) -> dict:
         "store": _stats(store),
         "transfer": _stats(transfer),
     }
-    c, t = out["cu_to_port"], out["transfer"]
+    c, t, w = out["cu_to_port"], out["transfer"], out["store"]
     out["ratios"] = {
-        "noc_worst_over_best": c["max"] / c["min"],
-        "noc_mean_over_best": c["mean"] / c["min"],
-        "transfer_worst_over_best": t["max"] / t["min"],
-        "transfer_mean_over_best": t["mean"] / t["min"],
-        "store_worst_over_best": out["store"]["max"] / out["store"]["min"],
-        "store_mean_over_best": out["store"]["mean"] / out["store"]["min"],
+        "noc_worst_over_best": _over_best(c["max"], c["min"]),
+        "noc_mean_over_best": _over_best(c["mean"], c["min"]),
+        "transfer_worst_over_best": _over_best(t["max"], t["min"]),
+        "transfer_mean_over_best": _over_best(t["mean"], t["min"]),
+        "store_worst_over_best": _over_best(w["max"], w["min"]),
+        "store_mean_over_best": _over_best(w["mean"], w["min"]),
     }
     out["paper_ratios"] = dict(PAPER_RATIOS)
     return out
