@@ -148,11 +148,11 @@ def test_gzip_and_packed_deps_and_plot(tmp_path, capsys):
 
 # ---- hostile traces: exit 2, naming the file and the node
 def _err(capsys, argv):
-    t0 = time.time()
+    t0 = time.process_time()
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert time.time() - t0 < 20
+    assert time.process_time() - t0 < 20
     return err
 
 
@@ -245,7 +245,7 @@ def test_fuzz_mutated_files_exit_cleanly(tmp_path):
     good = chakra.encode_trace(_workload()[1])
     rng = random.Random(20261202)
     f = tmp_path / "fz.0.et"
-    t0 = time.time()
+    t0 = time.process_time()
     outcomes = {"ok": 0, "error": 0}
     for k in range(400):
         b = bytearray(good)
@@ -265,7 +265,7 @@ def test_fuzz_mutated_files_exit_cleanly(tmp_path):
         except ValueError as e:
             assert "fz.0.et" in str(e)
             outcomes["error"] += 1
-    assert outcomes["error"] > 100 and time.time() - t0 < 30
+    assert outcomes["error"] > 100 and time.process_time() - t0 < 30
 
 
 def test_fuzz_through_the_cli(tmp_path, capsys):

@@ -73,13 +73,13 @@ def _peak_rss_bytes() -> int:
 def check_cli(argv: list[str]) -> int:
     """Run one command line; assert the error contract; return the exit status."""
     out, err = io.StringIO(), io.StringIO()
-    rss0, t0 = _peak_rss_bytes(), time.perf_counter()
+    rss0, t0 = _peak_rss_bytes(), time.process_time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = main(argv)
         except SystemExit as e:  # argparse --help / --version only
             rc = e.code
-    dt, rss1 = time.perf_counter() - t0, _peak_rss_bytes()
+    dt, rss1 = time.process_time() - t0, _peak_rss_bytes()
     o, e = out.getvalue(), err.getvalue()
     STATS["cases"] += 1
     assert rc in (0, 2), f"exit {rc} for {argv}:\n{e[-3000:]}"

@@ -84,10 +84,10 @@ def test_system_still_traces_and_differentiates():
 
 def test_make_plan_refuses_100k_gpus_at_once():
     from nuna_jax.plans import make_plan
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(WorkLimitError, match="100000 gpus"):
         make_plan("allgather", 100_000, 10**9)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 def test_make_plan_limits_argument_and_active_limits():
@@ -104,10 +104,10 @@ def test_make_plan_limits_argument_and_active_limits():
 def test_nuna_spread_refuses_a_4096_square_mesh():
     from nuna_jax.models.spread import nuna_spread
     huge = TINY.replace(mesh_cols=4096, mesh_rows=4096)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(WorkLimitError, match="mesh routers"):
         nuna_spread(huge)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     with pytest.raises(WorkLimitError, match="over the limit"):
         nuna_spread(preset("table2"), limits=Limits(1e-3))
 
@@ -115,11 +115,11 @@ def test_nuna_spread_refuses_a_4096_square_mesh():
 def test_make_scenario_and_lowering_refuse_before_building():
     from nuna_jax.lowering import build_traffic
     from nuna_jax.scenario import make_scenario
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(WorkLimitError, match="pages"):
         make_scenario(preset("table2", n_gpus=64), collective="allreduce", size_bytes=10**10, policy="ua",
                       tbs_per_gpu=63)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     sc = make_scenario(TINY, collective="allgather", size_bytes=30_000, policy="ua", tbs_per_gpu=2)
     with pytest.raises(WorkLimitError, match="build_traffic"):
         build_traffic(sc.system, sc.plan, sc.placement, limits=Limits(1e-7))

@@ -123,10 +123,10 @@ def test_missing_plan_file_is_named():
 # ---- bounded work and one parse per file (issue 11)
 def test_huge_ngpus_is_refused_fast_with_a_short_message():
     import time
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(ValueError) as e:
         parse_msccl('<algo ngpus="1000000000" nchunksperloop="1"><gpu id="0"/></algo>', 1000)
-    assert time.perf_counter() - t0 < 1.0           # no set of 10^9 ids
+    assert time.process_time() - t0 < 1.0           # no set of 10^9 ids
     msg = str(e.value)
     assert len(msg) < 200 and "999999999 in all" in msg  # ids 1 .. 10^9 - 1 missing, 10 named
 
