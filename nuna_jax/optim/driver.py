@@ -97,7 +97,7 @@ def _score_stage(ctx, ev, descent, steps, T, say, kind, rng):
     """The score-function descent (:mod:`.score`) on ``ev``'s budget, then its argmax and samples
     evaluated.  Returns (history, descent evaluations, [(est, 0, argmax)], steps taken)."""
     sp, plan, ssch, seed = ev.sp, ctx["plan"], ctx["score_sched"], ctx["seed"]
-    cls = roles(sp, plan.tb_gpu)
+    cls = roles(sp, plan.tb_gpu, ssch.group_roles)
     hist, units = {}, 0
     if descent:
         say("compiled")            # nothing of its own to compile: the estimate is (``optimize``)
