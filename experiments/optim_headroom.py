@@ -34,6 +34,8 @@ VARIANTS = {
     "gp2": {"group_pages": 2},
     "gp2K16": {"group_pages": 2, "n_stack_candidates": 16},
     "C8K16": {"n_candidates": 8, "n_stack_candidates": 16},
+    "g4": {"nar_granularity": 4},
+    "g2": {"nar_granularity": 2},
 }
 
 
