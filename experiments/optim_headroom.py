@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("PYTHONPATH", str(ROOT))   # the spawned workers import this checkout
 
 #: space variants: keyword arguments of ``optim.driver.prepare``
 VARIANTS = {
@@ -111,7 +112,6 @@ def run(case_i, variant, evals, seeds, n_sim):
             for e, _, x in ev.best(n_sim):
                 pts.setdefault(Evaluator.key(x), (e, x, f"{method}/{seed}"))
             out["methods"][f"{method}/{seed}"] = {"best_estimate_ns": float(ev.best(1)[0][0]), "evals": ev.n_evals}
-    nap_est = float(ev(x0)) if False else None
     ev = Evaluator(s, plan, sp, P["gid"], P["ht"])
     out["nap_nar_estimate_ns"] = float(ev(x0))
     cand = sorted(pts.values(), key=lambda r: r[0])[: n_sim * 2]
@@ -127,6 +127,13 @@ def run(case_i, variant, evals, seeds, n_sim):
     return out
 
 
+def _job(j):
+    try:
+        return run(*j)
+    except Exception as e:  # report, keep the others going
+        return {"case_index": j[0], "variant": j[1], "error": f"{type(e).__name__}: {e}"}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="1,4,2,7,10")
@@ -134,22 +141,36 @@ def main(argv=None):
     ap.add_argument("--evals", type=int, default=16000)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--simulate", type=int, default=3)
+    ap.add_argument("--evals-large", type=int, default=None, help="evaluations for the 10 MB cases (default --evals)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (one (case, variant) each)")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "out" / "optim_headroom.json"))
     a = ap.parse_args(argv)
     res = []
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "machine": platform.node(),
+            "cpu_count": os.cpu_count(), "jobs": a.jobs, "evals": a.evals, "seeds": a.seeds,
             "load_start": os.getloadavg()}
-    for v in a.variants.split(","):
-        for c in (int(x) for x in a.cases.split(",")):
-            r = run(c, v, a.evals, a.seeds, a.simulate)
-            res.append(r)
+    from optim_grid import CASES
+    ev_of = lambda c: a.evals_large if (a.evals_large and CASES[c][3] >= 10_000_000) else a.evals  # noqa: E731
+    jobs = [(c, v, ev_of(c), a.seeds, a.simulate) for v in a.variants.split(",") for c in (int(x) for x in a.cases.split(","))]
+    if a.jobs > 1:
+        import multiprocessing as mp
+        pool = mp.get_context("spawn").Pool(min(a.jobs, len(jobs)), maxtasksperchild=1)
+        it = pool.imap_unordered(_job, jobs)
+    else:
+        it = (_job(j) for j in jobs)
+    for r in it:
+        res.append(r)
+        if "error" in r:
+            print(r["case_index"], r["variant"], r["error"], flush=True)
+        else:
+            v = r["variant"]
             print(f"{r['case']:28s} {v:8s} NAP+NAR sim {r['nap_nar_simulated_ns']:9.1f} est {r['nap_nar_estimate_ns']:9.1f} | "
                   + " ".join(f"{k} {m['best_estimate_ns']:.1f}" for k, m in r["methods"].items())
                   + f" | best sim {r['best_simulated_ns']:.1f} ({r['nap_nar_simulated_ns'] / r['best_simulated_ns']:.3f}x) "
                   f"{r['wall_s']:.0f}s load {os.getloadavg()[0]:.1f}", flush=True)
-            meta["load_end"] = os.getloadavg()
-            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(a.out).write_text(json.dumps({"meta": meta, "results": res}, indent=1))
+        meta["load_end"] = os.getloadavg()
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps({"meta": meta, "results": res}, indent=1))
 
 
 if __name__ == "__main__":
