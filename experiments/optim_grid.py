@@ -59,6 +59,15 @@ QUICK = [0, 6]   # All-Gather and All-to-All 100 kB, 8 GPUs, 7 threadblocks
 BASELINES = ("random", "local_search", "annealing", "no_descent")
 
 
+def parse_cases(spec: str) -> list[int]:
+    """Case indices from ``"0-17,19,21-25"`` (ranges inclusive)."""
+    out = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
 def msccl_dir() -> Path:
     return Path(os.environ.get(MSCCL_ENV) or MSCCL_DEFAULT)
 
@@ -274,7 +283,7 @@ def main(argv=None):
                     help="cases with more GPUs than this (and the 112-threadblock, 10 MB and MSCCL ones) run one job per seed "
                          "(default 8)")
     ap.add_argument("--min-gpus", type=int, default=None, help="only cases with at least this many GPUs")
-    ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
+    ap.add_argument("--cases", default=None, help="comma-separated case indices or ranges, e.g. 0-17,19-25 (default all)")
     ap.add_argument("--max-gpus", type=int, default=None, help="only cases with at most this many GPUs")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--out", default="experiments/out/optim_grid")
@@ -309,7 +318,7 @@ def main(argv=None):
     if a.msccl_dir:
         os.environ[MSCCL_ENV] = str(Path(a.msccl_dir).resolve())
     seeds = a.seeds_run or (2 if a.quick else 3)
-    idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")])
+    idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else parse_cases(a.cases))
     if a.max_gpus is not None:
         idx = [i for i in idx if (CASES[i][4] or 8) <= a.max_gpus]
     if a.min_gpus is not None:

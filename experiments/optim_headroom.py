@@ -149,9 +149,9 @@ def main(argv=None):
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "machine": platform.node(),
             "cpu_count": os.cpu_count(), "jobs": a.jobs, "evals": a.evals, "seeds": a.seeds,
             "load_start": os.getloadavg()}
-    from optim_grid import CASES
+    from optim_grid import CASES, parse_cases
     ev_of = lambda c: a.evals_large if (a.evals_large and CASES[c][3] >= 10_000_000) else a.evals  # noqa: E731
-    jobs = [(c, v, ev_of(c), a.seeds, a.simulate) for v in a.variants.split(",") for c in (int(x) for x in a.cases.split(","))]
+    jobs = [(c, v, ev_of(c), a.seeds, a.simulate) for v in a.variants.split(",") for c in parse_cases(a.cases)]
     if a.jobs > 1:
         import multiprocessing as mp
         pool = mp.get_context("spawn").Pool(min(a.jobs, len(jobs)), maxtasksperchild=1)
