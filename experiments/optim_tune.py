@@ -29,6 +29,8 @@ SETTINGS = {
     "warm3": ({"warm_logit": 3.0}, {}),
     "batch16": ({"batch": 16}, {}),
     "share75lr1": ({"learning_rate": 1.0}, {"descent_share": 0.75}),
+    "batch16_75": ({"batch": 16}, {"descent_share": 0.75}),
+    "warm3_75": ({"warm_logit": 3.0}, {"descent_share": 0.75}),
     "key": ({"group_roles": "key"}, {}),
     "key75": ({"group_roles": "key"}, {"descent_share": 0.75}),
 }
