@@ -59,6 +59,15 @@ QUICK = [0, 6]   # All-Gather and All-to-All 100 kB, 8 GPUs, 7 threadblocks
 BASELINES = ("random", "local_search", "annealing", "no_descent")
 
 
+def parse_cases(spec: str) -> list[int]:
+    """Case indices from ``"0-17,19,21-25"`` (ranges inclusive)."""
+    out = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
 def msccl_dir() -> Path:
     return Path(os.environ.get(MSCCL_ENV) or MSCCL_DEFAULT)
 
@@ -93,11 +102,19 @@ def case_budget(case, budget: int, budget_large: int | None, split_gpus: int) ->
     return int(budget_large) if budget_large is not None and (case[4] or 8) > split_gpus else int(budget)
 
 
-def run_case(case, seeds, budget, estimator="score"):
+def run_case(case, seeds, budget, estimator="score", opts=None):
     """Every seed of one case in one process (the space, its tables and the compiled programs are
     shared by the seeds): ``optimize`` (search + the four baselines) per seed; ``estimator``: the
-    descent's (``score`` or ``straight_through``)."""
+    descent's (``score`` or ``straight_through``); ``opts``: ``descent_share`` and ``group_roles``
+    (None: ``optimize``'s defaults)."""
     from nuna_jax.optim.driver import optimize, prepare
+    from nuna_jax.optim.score import ScoreSchedule
+    opts = opts or {}
+    kw = {}
+    if opts.get("descent_share") is not None:
+        kw["descent_share"] = float(opts["descent_share"])
+    if opts.get("group_roles"):
+        kw["score_sched"] = ScoreSchedule(group_roles=opts["group_roles"])
     t0 = time.perf_counter()
     s, plan = build(case)
     prep = prepare(s, plan)
@@ -105,7 +122,7 @@ def run_case(case, seeds, budget, estimator="score"):
     out = []
     for seed in seeds:
         t1 = time.perf_counter()
-        r = optimize(s, plan, budget=budget, seed=seed, prepared=prep, estimator=estimator)
+        r = optimize(s, plan, budget=budget, seed=seed, prepared=prep, estimator=estimator, **kw)
         run = {"seed": seed, "simulated_ns": r["simulated_ns"], "estimate_ns": r["estimate_ns"],
                "source": r["source"], "nap_nar_simulated_ns": r["nap_nar_simulated_ns"],
                "nap_nar_estimate_ns": r["nap_nar_estimate_ns"],
@@ -119,9 +136,9 @@ def run_case(case, seeds, budget, estimator="score"):
 
 
 def _worker(job):
-    case, seeds, budget, estimator = job
+    case, seeds, budget, estimator, opts = job
     try:
-        return run_case(case, seeds, budget, estimator)
+        return run_case(case, seeds, budget, estimator, opts)
     except Exception as e:  # report, keep the grid going
         return [{"case": case[0], "seed": sd, "error": f"{type(e).__name__}: {e}"} for sd in seeds]
 
@@ -258,11 +275,15 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="2 small cases, 2 seeds")
     ap.add_argument("--estimator", default="score", choices=("score", "straight_through"),
                     help="the descent's gradient (default score; docs/optim.md)")
+    ap.add_argument("--descent-share", type=float, default=None,
+                    help="the descent's share of the budget (default: optimize's, 0.75 for the score descent)")
+    ap.add_argument("--group-roles", default=None, choices=("rank", "key"),
+                    help="how the score descent ties page groups across GPUs (default: ScoreSchedule's)")
     ap.add_argument("--split-gpus", type=int, default=8,
                     help="cases with more GPUs than this (and the 112-threadblock, 10 MB and MSCCL ones) run one job per seed "
                          "(default 8)")
     ap.add_argument("--min-gpus", type=int, default=None, help="only cases with at least this many GPUs")
-    ap.add_argument("--cases", default=None, help="comma-separated case indices (default all)")
+    ap.add_argument("--cases", default=None, help="comma-separated case indices or ranges, e.g. 0-17,19-25 (default all)")
     ap.add_argument("--max-gpus", type=int, default=None, help="only cases with at most this many GPUs")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--out", default="experiments/out/optim_grid")
@@ -297,7 +318,7 @@ def main(argv=None):
     if a.msccl_dir:
         os.environ[MSCCL_ENV] = str(Path(a.msccl_dir).resolve())
     seeds = a.seeds_run or (2 if a.quick else 3)
-    idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else [int(i) for i in a.cases.split(",")])
+    idx = QUICK if a.quick else (range(len(CASES)) if a.cases is None else parse_cases(a.cases))
     if a.max_gpus is not None:
         idx = [i for i in idx if (CASES[i][4] or 8) <= a.max_gpus]
     if a.min_gpus is not None:
@@ -305,6 +326,7 @@ def main(argv=None):
     # one job per case (its seeds share the space, the tables and the compiled programs); cases of more
     # than --split-gpus GPUs one job per seed (they are the long poles)
     jobs, skipped = [], []
+    opts = {"descent_share": a.descent_share, "group_roles": a.group_roles}
     for i in idx:
         miss = missing_plan(CASES[i])
         if miss:   # e.g. on the lent device, which gets the repository's working tree only, not ../shared
@@ -315,9 +337,9 @@ def main(argv=None):
         b = case_budget(CASES[i], a.budget, a.budget_large, a.split_gpus)
         if ((CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000
                 or CASES[i][2].endswith(".xml")):
-            jobs += [(CASES[i], [sd], b, a.estimator) for sd in range(seeds)]
+            jobs += [(CASES[i], [sd], b, a.estimator, opts) for sd in range(seeds)]
         else:
-            jobs.append((CASES[i], list(range(seeds)), b, a.estimator))
+            jobs.append((CASES[i], list(range(seeds)), b, a.estimator, opts))
     # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
     jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 112)))   # an MSCCL plan (no tbs) ranks as 112
     os.makedirs(a.out, exist_ok=True)
@@ -327,7 +349,7 @@ def main(argv=None):
     import subprocess
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    meta = {"estimator": a.estimator, "budget": a.budget, "budget_large": a.budget_large, "skipped": skipped, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
+    meta = {"estimator": a.estimator, "options": opts, "budget": a.budget, "budget_large": a.budget_large, "skipped": skipped, "seeds": seeds, "jobs": a.jobs, "cpu_count": os.cpu_count(), "git_commit": commit,
             "cases": [CASES[i][0] for i in idx]}
 
     def dump():

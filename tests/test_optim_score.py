@@ -13,9 +13,10 @@ import pytest
 from nuna_jax.optim.score import roles, score_gradient, score_probs, score_sample
 
 
-def _space(var_n, grp_gpu):
+def _space(var_n, grp_gpu, grp_key=None):
     var_n = np.asarray(var_n, np.int64)
-    return types.SimpleNamespace(var_n=var_n, n_vars=len(var_n), grp_gpu=np.asarray(grp_gpu, np.int64))
+    return types.SimpleNamespace(var_n=var_n, n_vars=len(var_n), grp_gpu=np.asarray(grp_gpu, np.int64),
+                                 grp_key=None if grp_key is None else np.asarray(grp_key, np.int64))
 
 
 def test_roles_rank_within_each_gpu():
@@ -23,6 +24,21 @@ def test_roles_rank_within_each_gpu():
     sp = _space([3] * 6 + [2] * 5, [0, 1, 1, 0, 1])
     cls = roles(sp, np.array([0, 0, 0, 1, 1, 1]))
     np.testing.assert_array_equal(cls, [0, 1, 2, 0, 1, 2, 3, 3, 4, 4, 5])
+
+
+def test_roles_by_first_toucher_tie_the_same_peer_not_the_same_address():
+    # 2 GPUs x 2 threadblocks (0, 1 on GPU 0; 2, 3 on GPU 1). GPU 0's groups, in address order, are
+    # first touched by threadblocks 0, 0, 3 (its own rank-0 threadblock twice, then GPU 1's rank-1
+    # one); GPU 1's by 1, 2, 2 (GPU 0's rank-1 threadblock, then its own rank-0 one twice).
+    sp = _space([2] * 10, [0, 0, 0, 1, 1, 1], [0, 0, 3, 1, 2, 2])
+    tb_gpu = np.array([0, 0, 1, 1])
+    # by hand: pairs (toucher's role, same GPU) -> (0, 1) twice and (1, 0) on each GPU; roles
+    # 2 + index of (pair, rank within the pair) in sorted order: (0,1,0) 2, (0,1,1) 3, (1,0,0) 4
+    np.testing.assert_array_equal(roles(sp, tb_gpu, "key"), [0, 1, 0, 1, 2, 3, 4, 4, 2, 3])
+    # by address rank the first group of GPU 0 (own data) is tied to GPU 1's first (a peer's)
+    np.testing.assert_array_equal(roles(sp, tb_gpu, "rank"), [0, 1, 0, 1, 2, 3, 4, 2, 3, 4])
+    with pytest.raises(ValueError):
+        roles(sp, tb_gpu, "address")
 
 
 def _expect(sp, cls, z_own, z_tie, f):

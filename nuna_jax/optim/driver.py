@@ -20,9 +20,10 @@ The search (``descent=True``):
 1. NAP+NAR (the all-zero point) is evaluated first (label ``algorithm1``);
 2. the descent, ``estimator="score"`` (default, :mod:`.score`): Adam on the logits against the
    score-function gradient of the expected estimate, from batches of sampled points (one
-   evaluation each) until ``descent_share`` of the budget is spent; or ``"straight_through"``
+   evaluation each) until ``descent_share`` of the budget is spent (default
+   :data:`SCORE_DESCENT_SHARE`, 3/4); or ``"straight_through"``
    (:func:`.point.descend`): ``seeds`` restarts in one ``vmap`` (restart 0 warm on NAP+NAR),
-   ``steps`` Adam steps (by default as many as ``descent_share`` of the budget pays for);
+   ``steps`` Adam steps (by default as many as ``descent_share``, default 1/2, of the budget pays for);
 3. rounding: the argmax (every restart's) (``descent_argmax``) and ``n_samples`` samples
    (``descent_sample``, as the score descent's own samples), repaired and evaluated;
 4. the local search (:func:`.point.local_search`, gradient-free) from the best ``search_starts``
@@ -65,6 +66,10 @@ BASELINES = ("random", "local_search", "annealing", "no_descent")
 
 _COMPILED: dict = {}
 
+#: the score descent's share of the budget (the rest: its argmax, samples and the local search);
+#: chosen on the tuning set (experiments/optim_tune.py: 2 cases x 2 seeds, docs/optim.md "Settings")
+SCORE_DESCENT_SHARE = 0.75
+
 
 def _compiled_descent(s, tt, zt, zg, key, sched):
     """``descend`` compiled ahead of time (compile and descent timed apart), cached by shapes and
@@ -97,7 +102,7 @@ def _score_stage(ctx, ev, descent, steps, T, say, kind, rng):
     """The score-function descent (:mod:`.score`) on ``ev``'s budget, then its argmax and samples
     evaluated.  Returns (history, descent evaluations, [(est, 0, argmax)], steps taken)."""
     sp, plan, ssch, seed = ev.sp, ctx["plan"], ctx["score_sched"], ctx["seed"]
-    cls = roles(sp, plan.tb_gpu)
+    cls = roles(sp, plan.tb_gpu, ssch.group_roles)
     hist, units = {}, 0
     if descent:
         say("compiled")            # nothing of its own to compile: the estimate is (``optimize``)
@@ -187,7 +192,7 @@ def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
 
 def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int = 1, n_candidates: int = 4,
              n_stack_candidates: int = 4, group_pages: int | None = None, pages: bool = True, n_samples: int = 4,
-             n_simulate: int = 3, descent: bool = True, baselines: bool = True, descent_share: float = 0.5,
+             n_simulate: int = 3, descent: bool = True, baselines: bool = True, descent_share: float | None = None,
              search_starts: int = 2, nar_granularity: int | None = None, seed: int = 0, progress=None,
              sched: Schedule | None = None, search_budget_s: float | None = None, baseline: bool | None = None,
              search_evals: int | None = None, prepared=None, straight_through: float | None = None,
@@ -212,6 +217,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     if n_simulate < 1:
         raise ValueError(f"n_simulate must be >= 1, got {n_simulate}")
     say = progress or (lambda *_: None)
+    if descent_share is None:   # docs/optim.md, "Settings": 3/4 chosen on the tuning set for the score descent
+        descent_share = SCORE_DESCENT_SHARE if estimator == "score" else 0.5
     sched = sched or Schedule()
     T = {}
     t_all = time.perf_counter()
@@ -360,6 +367,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         "baselines": baselines_out,
         "budget": {"path_model_evals": int(budget), "simulator_calls": int(n_simulate), "vg_cost": vgc,
                    "steps": main["steps"], "seeds": int(seeds), "descent_evals": main["descent_units"],
+                   "descent_share": float(descent_share),
                    "discrete_evals": ev.n_evals - main["descent_units"], "used": ev.n_evals},
         "gap": gap,
         "granularity": sp.cand.granularity, "n_candidates": sp.C, "n_stack_candidates": sp.K,

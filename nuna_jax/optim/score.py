@@ -35,20 +35,40 @@ class ScoreSchedule(NamedTuple):
     batch: int = EVAL_BATCH      # samples per step (one compiled estimate call)
     max_steps_factor: int = 4    # at most factor x (evaluations / batch) steps (repeats are free)
     tied: bool = True            # False: the tied logits stay 0 (every variable on its own; an ablation)
+    group_roles: str = "rank"    # how page groups are tied across GPUs (:func:`roles`)
 
 
-def roles(sp: Space, tb_gpu: np.ndarray) -> np.ndarray:
-    """Role of every variable ``[n_vars]``: threadblocks by their rank among their GPU's threadblocks,
-    page groups (offset past every threadblock role) by their rank among their GPU's groups."""
-    def rank_in(gpu):
-        gpu = np.asarray(gpu, np.int64)
-        out = np.zeros(len(gpu), np.int64)
-        for g in np.unique(gpu):
-            m = np.flatnonzero(gpu == g)
-            out[m] = np.arange(len(m))
+def roles(sp: Space, tb_gpu: np.ndarray, groups: str = "rank") -> np.ndarray:
+    """Role of every variable ``[n_vars]``: threadblocks by their rank among their GPU's threadblocks;
+    page groups (offset past every threadblock role) by ``groups``:
+
+    * ``"rank"``: their rank among their GPU's groups (address order);
+    * ``"key"``: by their first-touching threadblock (``Space.grp_key``): the pair (that
+      threadblock's role, whether it runs on the group's own GPU), then the group's rank among its
+      GPU's groups with the same pair.  In a collective every GPU runs the same plan rotated by its
+      rank (threadblock ``k`` of GPU ``j`` serves peer ``j + k + 1`` in the direct All-Gather), so a
+      destination group is tied to the same-offset peer's group on every GPU, not to the group at
+      the same address (which holds a different peer's data on every GPU)."""
+    def rank_in(keys):
+        keys = [tuple(k) for k in np.asarray(keys, np.int64).reshape(len(keys), -1)]
+        out, seen = np.zeros(len(keys), np.int64), {}
+        for i, k in enumerate(keys):
+            out[i] = seen.get(k, 0)
+            seen[k] = out[i] + 1
         return out
-    rt = rank_in(tb_gpu)
-    rg = rank_in(sp.grp_gpu)
+    tb_gpu = np.asarray(tb_gpu, np.int64)
+    rt = rank_in(tb_gpu[:, None])
+    gg = np.asarray(sp.grp_gpu, np.int64)
+    if groups == "rank":
+        rg = rank_in(gg[:, None])
+    elif groups == "key":
+        key = np.asarray(sp.grp_key, np.int64)
+        pair = np.stack([rt[key], (tb_gpu[key] == gg).astype(np.int64)], 1) if len(key) else np.zeros((0, 2), np.int64)
+        within = rank_in(np.concatenate([gg[:, None], pair], 1))
+        _, rg = np.unique(np.concatenate([pair, within[:, None]], 1), axis=0, return_inverse=True)
+        rg = np.asarray(rg, np.int64).reshape(-1)
+    else:
+        raise ValueError(f"groups must be 'rank' or 'key', got {groups!r}")
     return np.concatenate([rt, (rt.max(initial=-1) + 1) + rg]).astype(np.int64)
 
 
