@@ -170,7 +170,7 @@ def main(argv=None):
                   f"{r['wall_s']:.0f}s load {os.getloadavg()[0]:.1f}", flush=True)
         meta["load_end"] = os.getloadavg()
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"meta": meta, "results": res}, indent=1))
+        Path(a.out).write_text(json.dumps({"meta": meta, "results": res}, separators=(",", ":")))
 
 
 if __name__ == "__main__":
