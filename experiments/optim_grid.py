@@ -239,7 +239,7 @@ def plot(path):
     names = ["search"] + list(BASELINES)
     x = np.arange(len(rows))
     w = 0.8 / len(names)
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 5.5))
     for k, n in enumerate(names):
         ys = [r["nap_nar"] / r[n] if r[n] else np.nan for r in rows]
         ax.bar(x + (k - (len(names) - 1) / 2) * w, ys, w, label=n)
@@ -250,7 +250,7 @@ def plot(path):
     ax.axhline(1, color="gray", lw=0.5)
     ax.set_xticks(x)
     ax.set_xticklabels([r["case"] for r in rows], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("NAP+NAR simulated / simulated (higher is faster)")
+    ax.set_ylabel("NAP+NAR simulated / simulated\n(higher is faster)")
     budgets = "/".join(str(b) for b in sorted({r.get("budget") or d["meta"]["budget"] for r in rows}, reverse=True))
     ax.set_title(f"search vs equal-budget baselines ({budgets} path-model evaluations, "
                  "3 simulator calls each; bars: mean over seeds, dots: seeds)", fontsize=9)
