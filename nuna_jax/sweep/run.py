@@ -169,9 +169,10 @@ def _merge_shapes(groups: dict, factor: float) -> dict:
     return out
 
 
-def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, cache: dict, seen_work: dict,
-                     path_groups: dict, left: dict) -> None:
-    """Build the traffic of a path block's points ``idx`` and file them into ``path_groups``.
+def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, seen_work: dict, reps: list) -> None:
+    """The points of a path block ``idx`` that need a traffic: append to ``reps`` one
+    ``(block no, point indices, hardware [n, fields], system, point, first index, candidate points)``
+    per set of points that share their traffic (checked against the work limits first).
 
     Points that differ only in continuous hardware axes that the placement does not read share
     their traffic, limits and candidates: one representative per such set is planned (the
@@ -196,20 +197,46 @@ def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, cache:
             hw[:, cont.index(a)] = np.asarray(vals, np.float64)[digits[sel, k]]
         # a path point is evaluated at each of its threadblock counts, and the fastest kept
         choices = tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt))
+        reps.append((b_no, idx[sel], hw, s, pt, i0, choices))
+
+
+def _build_path_traffic(grid: Grid, reps: list, cache: dict, path_groups: dict, left: dict,
+                        build_jobs: int) -> None:
+    """Build every distinct traffic of ``reps`` (:func:`_plan_path_block`; ``cache``: traffic key ->
+    PaddedTraffic, ``path_eval.traffic_for``'s) here or on ``build_jobs`` worker processes
+    (``sweep.trafficpool``), then file each point's candidates into ``path_groups`` in grid order;
+    the first point (in that order) whose traffic cannot be built raises."""
+    from . import trafficpool
+    todo, keys = {}, []
+    for _, _, _, s, _, _, choices in reps:
+        ks = [path_eval.traffic_key(s, c) for c in choices]
+        keys.append(ks)
+        for k, c in zip(ks, choices):
+            if k not in cache and k not in todo:
+                todo[k] = (len(todo), s, c)
+    built = trafficpool.build_all([(n, s, c) for n, s, c in todo.values()], build_jobs)
+    failed = {}
+    for k, (n, _, _) in todo.items():
+        st, v = built[n]
+        if st == "ok":
+            cache[k] = v
+        else:
+            failed[k] = v
+    for (b_no, sel_idx, hw, s, pt, i0, choices), ks in zip(reps, keys):
         got, err = [], None
-        for cpt in choices:
-            try:
-                got.append(path_eval.traffic_for(s, cpt, cache))
-            except ValueError as e:        # more threadblocks than the CUs hold: not a candidate
-                err = e
+        for k in ks:
+            if k in cache:
+                got.append(cache[k])
+            else:                          # more threadblocks than the CUs hold: not a candidate
+                err = failed[k]
         if not got or (err is not None and not isinstance(pt["tbs_per_gpu"], str)):
             desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
             raise ValueError(f"grid point {i0} ({desc}): {err}") from None
-        multi = np.full(sel.size, len(got) > 1)
+        multi = np.full(sel_idx.size, len(got) > 1)
         if len(got) > 1:
-            left.update((int(i), len(got)) for i in idx[sel])
+            left.update((int(i), len(got)) for i in sel_idx)
         for tr in got:
-            path_groups[(b_no, tr.n_rows, tr.n_phases)].append((idx[sel], hw, s, tr, multi))
+            path_groups[(b_no, tr.n_rows, tr.n_phases)].append((sel_idx, hw, s, tr, multi))
 
 
 def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) -> int:
@@ -231,7 +258,7 @@ def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) 
 def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
               devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
               merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
-              limits: Limits | None = None, jobs: int = 1):
+              limits: Limits | None = None, jobs: int = 1, build_jobs: int = 1):
     """Evaluate every point of ``grid``; the rows as a ``pandas.DataFrame`` in grid order.
 
     ``out``: ``None`` (the default: nothing touches the disk, the rows are kept in memory) or a
@@ -243,6 +270,9 @@ def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DE
 
     ``jobs``: the simulator points run on this many local processes, this one and ``jobs - 1``
     workers it starts (``sweep.simpool``; 1: this one alone); the rows do not depend on it.
+    ``build_jobs``: the path-model points' traffics are built on this many worker processes
+    (``sweep.trafficpool``; 1: here, one after another); on a CPU host the rows do not depend on it,
+    on an accelerator host NAP's granularity search then runs on the host CPU (its module doc).
     ``max_rows``: path-model chunk bound (points x padded flows); ``devices``:
     the mesh (default ``jax.devices()``); ``max_chunks``: stop after that many
     chunks (an interruption, for tests); ``cf_chunk``: closed-form points per
@@ -265,7 +295,8 @@ def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DE
     """
     summary, w = _execute(grid, out, progress=progress, max_rows=max_rows, devices=devices,
                           max_chunks=max_chunks, cf_chunk=cf_chunk, merge_factor=merge_factor,
-                          compile_threads=compile_threads, limits=limits, jobs=jobs, keep=True)
+                          compile_threads=compile_threads, limits=limits, jobs=jobs, build_jobs=build_jobs,
+                          keep=True)
     columns = ["index", *grid.names, *RESULT_COLUMNS]
     attrs = {"summary": summary}
     if out is not None and w.active:
@@ -291,7 +322,9 @@ def execute(grid: Grid, out, **kw) -> dict:
 def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
              devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
              merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
-             limits: Limits | None = None, jobs: int = 1, keep: bool = False):
+             limits: Limits | None = None, jobs: int = 1, build_jobs: int = 1, keep: bool = False):
+    if not (isinstance(build_jobs, (int, np.integer)) and not isinstance(build_jobs, bool) and build_jobs >= 1):
+        raise ValueError(f"build_jobs must be an integer >= 1, got {build_jobs!r}")
     if not (isinstance(jobs, (int, np.integer)) and not isinstance(jobs, bool) and jobs >= 1):
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     lim = limits or Limits()
@@ -322,6 +355,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
         sim_points = []                           # (flits, index, build system, system, point)
         sim_builders: dict = {}                   # traffic key -> system of its first point
         left: dict = {}                           # path point -> candidates not yet evaluated
+        path_reps: list = []                      # path points that need a traffic (_plan_path_block)
         seen_work: dict = {}
         sim_flits = 0
         t_plan = time.time()
@@ -331,7 +365,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
             idx = b.global_index(np.arange(b.n_points, dtype=np.int64))
             idx = idx[w.todo_mask(idx)]
             if b.fixed["model"] != "sim":
-                _plan_path_block(grid, lim, b_no, idx, cache, seen_work, path_groups, left)
+                _plan_path_block(grid, lim, b_no, idx, seen_work, path_reps)
                 continue
             for i in idx:
                 pt = grid.point(int(i))
@@ -345,6 +379,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
                 k = path_eval.traffic_key(s, pt)
                 build = sim_builders.setdefault(k, s)
                 sim_points.append((flits, int(i), build, s, pt))
+        _build_path_traffic(grid, path_reps, cache, path_groups, left, build_jobs)
         path_groups = _merge_shapes(path_groups, merge_factor)
         plan_s = time.time() - t_plan
 
@@ -472,7 +507,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
         runner.close(abort=aborted)   # an error or ^C: the workers are killed, not waited for
         w.close_lock()     # also on an error: the next run must not find the output locked
     summary = {"eval_s": eval_s, "compile_s": compile_s, "sim_s": sim_s, "sim_points": len(sim_points),
-               "jobs": int(jobs), "sim_here": runner.done_here,
+               "jobs": int(jobs), "build_jobs": int(build_jobs), "sim_here": runner.done_here,
                "sim_cpu_s": sim_cpu_s, "sim_workers_cpu_s": workers_cpu_s,
                "sim_on_workers": runner.on_workers, "n_points": grid.n_points, "already_done": already, "written": written,
                "complete": len(w.done) == grid.n_points if writer_proc else None,
