@@ -3,12 +3,16 @@
 (``jax.monitoring``'s backend-compile event, their seconds summed over threads).
 
     python benchmarks/profile_fig9.py [--gpus 2,8,64] [--sizes 100kB,1MB,10MB,64MB] [--top 40] [--label L]
+                                      [--build-jobs N] [--merge-factor F] [--no-profile]
     BENCH_CODE_ROOT=/path/to/old/checkout python benchmarks/profile_fig9.py ...   # the same on other code
 
 Prints the sweep's own split (traffic, compile, evaluate), the compilations, and the functions
 with the most time (cumulative and own); writes ``profile_fig9_<backend>_<date>.json`` (the
-split, compilations and the top functions) to ``--out`` (default benchmarks/out).  The scenario
-store is off (every traffic built).
+split, compilations and the top functions, and every row) to ``--out`` (default benchmarks/out).
+The scenario store is off (every traffic built).  ``--build-jobs N``: the traffics are built on N
+worker processes (``run_sweep(build_jobs=N)``, ``sweep.trafficpool``; their XLA compilations and CPU
+time are not in the counts, ``children_cpu_s`` has their CPU seconds); ``--merge-factor``: the
+sweep's shape merging (default: the sweep's own); ``--no-profile``: no cProfile (its overhead off).
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     ap.add_argument("--label", default="", help="added to the output file name (e.g. before / after)")
+    ap.add_argument("--build-jobs", type=int, default=1, help="worker processes building the traffics")
+    ap.add_argument("--merge-factor", type=float, default=None, help="the sweep's merge_factor (default: its own)")
+    ap.add_argument("--no-profile", action="store_true", help="no cProfile")
     a = ap.parse_args(argv)
     comp = {"n": 0, "s": 0.0}
 
@@ -60,29 +67,45 @@ def main(argv=None) -> int:
     if a.tbs != "best":
         axes["tbs"] = [int(a.tbs)]
     g = grid_from_dict({"sweep": {"system": "table2"}, "axes": axes}, parse_size=parse_size)
+    kw = {}
+    if a.build_jobs != 1:
+        kw["build_jobs"] = a.build_jobs
+    if a.merge_factor is not None:
+        kw["merge_factor"] = a.merge_factor
     pr = cProfile.Profile()
+    ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0, c0 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory() as d:
-        pr.enable()
-        summary = execute(g, Path(d) / "fig9.csv", progress=False)
+        if not a.no_profile:
+            pr.enable()
+        summary = execute(g, Path(d) / "fig9.csv", progress=False, **kw)
         pr.disable()
+        from nuna_jax.sweep.writer import read_rows, to_columns
+        cols = to_columns(*read_rows(Path(d) / "fig9.csv"))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rows = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()}
+            for i in range(len(cols["index"]))]
     res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "backend": jax.default_backend(),
                        "devices": [str(x) for x in jax.devices()], "jax": jax.__version__,
                        "load_avg": os.getloadavg()},
            "code": str(Path(sys.modules["nuna_jax"].__file__).parent), "grid": axes, "points": g.n_points, "wall_s": wall, "cpu_s": cpu,
+           "children_cpu_s": (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime),
+           "options": kw, "path_groups": summary.get("path_groups"),
            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
            "traffic_s": summary.get("plan_s"), "compile_s": summary.get("compile_s"), "eval_s": summary.get("eval_s"),
            "xla_compilations": comp["n"], "xla_compile_s_summed": comp["s"]}
+    res["load_avg_after"] = os.getloadavg()
     print({k: v for k, v in res.items() if k != "machine"}, flush=True)
     tops = {}
-    for key in ("cumulative", "tottime"):
+    for key in ("cumulative", "tottime") if not a.no_profile else ():
         buf = io.StringIO()
         pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(a.top)
         tops[key] = buf.getvalue()
         print(tops[key])
     res["top"] = tops
+    res["rows"] = rows
     label = f"_{a.label}" if a.label else ""
     out = Path(a.out) / f"profile_fig9_{jax.default_backend()}{label}_{res['date'][:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

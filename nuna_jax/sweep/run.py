@@ -51,7 +51,7 @@ __all__ = ["run_sweep", "execute", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
 #: ``tbs_per_gpu`` is "best"; -1 for the closed form, which has none)
 RESULT_COLUMNS = ("time_ns", "lower_bound_ns", "n_flows", "tbs_used")
 DEFAULT_MAX_ROWS = 1 << 20   # path model: points x padded flow rows per chunk (bounds memory)
-MERGE_FACTOR = 2.0           # path model: shape buckets within this ratio share one compiled program
+MERGE_FACTOR = None          # path model: shape buckets merged by cost (_merge_shapes); a number: within that ratio
 
 
 class _Progress:
@@ -147,26 +147,74 @@ def _compile_all(prepared: list, mesh, threads: int) -> list:
         return list(ex.map(one, prepared))
 
 
-def _merge_shapes(groups: dict, factor: float) -> dict:
-    """Merge path groups of one block and phase count whose padded rows lie within ``factor`` of
-    the smallest (greedy, ascending); a merged group is padded to its largest row count.  Fewer
-    programs to compile, at most ``factor`` x the rows to evaluate."""
+def _merge_shapes(groups: dict, factor: float | None, platform: str = "cpu") -> dict:
+    """Merge path groups of one block and phase count into fewer compiled programs; a merged group
+    is padded to its largest row count (zero rows change no estimate or bound, tests/test_sweep.py).
+
+    ``factor`` a number: buckets whose padded rows lie within ``factor`` of the smallest of their
+    group share it (greedy, ascending; 1: no merging).  ``None`` (the default): the partition of the
+    block's buckets (ascending, contiguous) that costs the least, where a program costs
+    :data:`COMPILE_ROWS` of the platform (a compilation, in evaluated rows) plus the rows it
+    evaluates (every point of the group at the group's row count), and a merged group's stacked
+    traffics hold at most the platform's :data:`MAX_STACK_ROWS` rows (device memory)."""
     by = defaultdict(list)
     for (b_no, rows, ph), items in groups.items():
         by[(b_no, ph)].append((rows, items))
     out = {}
     for (b_no, ph), lst in by.items():
         lst.sort(key=lambda x: x[0])
-        cur, lo = [], None
-        for rows, items in lst:
-            if lo is not None and rows > factor * lo:
-                out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
-                cur, lo = [], None
-            if lo is None:
-                lo = rows
-            cur.append((rows, items))
-        out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
+        if factor is None:
+            key = platform if platform in COMPILE_ROWS else "gpu"
+            parts = _cheapest_partition(lst, COMPILE_ROWS[key], MAX_STACK_ROWS[key])
+        else:
+            parts, cur, lo = [], [], None
+            for rows, items in lst:
+                if lo is not None and rows > factor * lo:
+                    parts.append(cur)
+                    cur, lo = [], None
+                if lo is None:
+                    lo = rows
+                cur.append((rows, items))
+            parts.append(cur)
+        for cur in parts:
+            out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
     return out
+
+
+#: a compiled path program's cost in evaluated flow rows, per platform (``_merge_shapes``; speed only,
+#: no result depends on it).  8-GPU All-Gather on the 2-core CPU (load 16-17, 2026-12-02): a compile
+#: 7.1-8.6 CPU s, an evaluation 1.1-1.9 CPU us per row, so one compile ~ 5e6 rows; one H200 (log of
+#: 2026-12-02): ~1.5 s a compile, ~9 ns a row (0.29 ms for 32,256 flows), ~1.6e8 rows
+COMPILE_ROWS = {"cpu": 5_000_000, "gpu": 160_000_000}
+#: a merged group's stacked traffics hold at most this many rows (x 14 columns of 4 bytes: 3.8 GB on a
+#: CPU, 15 GB on an accelerator)
+MAX_STACK_ROWS = {"cpu": 1 << 26, "gpu": 1 << 28}
+
+
+def _cheapest_partition(lst: list, compile_rows: float, max_stack_rows: int) -> list:
+    """Contiguous groups of ``lst`` (``(rows, items)`` ascending) minimizing
+    ``sum(compile_rows + rows_of_group * points_in_group)`` (dynamic programming over the cut points)."""
+    k = len(lst)
+    pts = [sum(len(it[0]) for it in items) for _, items in lst]
+    trs = [len({id(it[3]) for it in items}) for _, items in lst]
+    best = [0.0] + [float("inf")] * k     # best[j]: the cheapest partition of the first j buckets
+    cut = [0] * (k + 1)
+    for j in range(1, k + 1):
+        rows = lst[j - 1][0]
+        n_pts = n_tr = 0
+        for i in range(j - 1, -1, -1):   # group lst[i:j], padded to rows
+            n_pts += pts[i]
+            n_tr += trs[i]
+            if i < j - 1 and n_tr * rows > max_stack_rows:
+                break
+            c = best[i] + compile_rows + float(rows) * n_pts
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    parts, j = [], k
+    while j > 0:
+        parts.append(lst[cut[j]:j])
+        j = cut[j]
+    return parts[::-1]
 
 
 def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, seen_work: dict, reps: list) -> None:
@@ -257,7 +305,7 @@ def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) 
 
 def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
               devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
-              merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
+              merge_factor: float | None = MERGE_FACTOR, compile_threads: int | None = None,
               limits: Limits | None = None, jobs: int = 1, build_jobs: int = 1):
     """Evaluate every point of ``grid``; the rows as a ``pandas.DataFrame`` in grid order.
 
@@ -277,7 +325,8 @@ def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DE
     the mesh (default ``jax.devices()``); ``max_chunks``: stop after that many
     chunks (an interruption, for tests); ``cf_chunk``: closed-form points per
     chunk (default the grid's ``closed_form_chunk``); ``merge_factor``: path
-    shape buckets within this ratio share a compiled program (1: no merging);
+    shape buckets within this ratio share a compiled program (1: no merging; ``None``, the
+    default: merged where a compilation costs more than evaluating the padding, ``_merge_shapes``);
     ``compile_threads``: path-model programs compiled at once (default: CPU
     count, at most 8).  ``limits`` (default :class:`~nuna_jax.limits.Limits`): every path / sim
     point's system, threadblocks, steps, pages (and flits) are checked before its traffic is built,
@@ -321,7 +370,7 @@ def execute(grid: Grid, out, **kw) -> dict:
 
 def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
              devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
-             merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
+             merge_factor: float | None = MERGE_FACTOR, compile_threads: int | None = None,
              limits: Limits | None = None, jobs: int = 1, build_jobs: int = 1, keep: bool = False):
     if not (isinstance(build_jobs, (int, np.integer)) and not isinstance(build_jobs, bool) and build_jobs >= 1):
         raise ValueError(f"build_jobs must be an integer >= 1, got {build_jobs!r}")
@@ -380,7 +429,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
                 build = sim_builders.setdefault(k, s)
                 sim_points.append((flits, int(i), build, s, pt))
         _build_path_traffic(grid, path_reps, cache, path_groups, left, build_jobs)
-        path_groups = _merge_shapes(path_groups, merge_factor)
+        path_groups = _merge_shapes(path_groups, merge_factor, mesh.devices.flat[0].platform)
         plan_s = time.time() - t_plan
 
         todo = grid.n_points - already

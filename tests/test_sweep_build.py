@@ -1,0 +1,117 @@
+"""nuna_jax.sweep: how path points are built and grouped -- the shape buckets merged into few
+compiled programs (``run._merge_shapes``) and the traffics built on worker processes
+(``sweep.trafficpool``) -- change no row."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from nuna_jax.cli.common import parse_size
+from nuna_jax.sweep import grid_from_dict
+from nuna_jax.sweep import run as R
+from nuna_jax.sweep.run import run_sweep
+
+
+class _Compiles:
+    """Counts XLA backend compilations (jax.monitoring's backend-compile event)."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self):
+        self.n = 0
+        jax.monitoring.register_event_duration_secs_listener(self._on)
+
+    def _on(self, event, duration, **kw):
+        if event == self.EVENT:
+            self.n += 1
+
+    def close(self):
+        from jax._src import monitoring   # no public unregister in jax.monitoring
+        monitoring.unregister_event_duration_listener(self._on)
+
+
+def _lst(rows_points):
+    """``(rows, items)`` buckets as ``_merge_shapes`` sees them: ``points`` one-point items, each its
+    own traffic."""
+    out = []
+    for rows, n in rows_points:
+        out.append((rows, [(np.arange(1), None, None, object(), None) for _ in range(n)]))
+    return out
+
+
+def test_cheapest_partition_by_hand():
+    """Hand-computed costs (compile = C rows; a group costs C + its rows x its points)."""
+    cap = R.MAX_STACK_ROWS["cpu"]
+    part = lambda lst, c: [[r for r, _ in g] for g in R._cheapest_partition(lst, c, cap)]  # noqa: E731
+    # C = 10,000: 256 and 512 together cost 10,000 + 512 x 20 = 20,240 < apart 20,000 + 2,560 + 5,120;
+    # 2^20 with them would cost 2^20 x 21 > 10,000 + ...: alone
+    assert part(_lst([(256, 10), (512, 10), (1 << 20, 1)]), 10_000) == [[256, 512], [1 << 20]]
+    # C = 1,000: apart 2,000 + 2,560 + 5,120 = 9,680 < together 11,240
+    assert part(_lst([(256, 10), (512, 10)]), 1_000) == [[256], [512]]
+    # C huge: one program for the block
+    assert part(_lst([(256, 3), (4096, 2), (65536, 1)]), 1e12) == [[256, 4096, 65536]]
+    # the memory cap: stacked traffics x rows over MAX_STACK_ROWS never merge (2 x 2 x cap / 2 > cap)
+    big = cap // 2
+    assert part(_lst([(big, 2), (2 * big, 2)]), 1e18) == [[big], [2 * big]]
+    assert part(_lst([(7, 1)]), 1.0) == [[7]]
+
+
+def test_merge_factor_greedy_kept():
+    """A number keeps the old rule: buckets within ``factor`` of the group's smallest share it."""
+    groups = {(0, r, 1): [(np.arange(1), None, None, object(), None)] for r in (256, 512, 1024, 4096)}
+    got = sorted(k[1] for k in R._merge_shapes(groups, 2.0))
+    assert got == [512, 1024, 4096]    # {256, 512}; 1024 > 2 x 256 starts {1024}; 4096 > 2 x 1024: {4096}
+    got1 = sorted(k[1] for k in R._merge_shapes(groups, 1.0))
+    assert got1 == [256, 512, 1024, 4096]
+
+
+GRID = {"sweep": {"chunk": 64},
+        "axes": {"model": ["path"], "gpus": [2], "size": ["100kB", "1MB"], "policy": ["UA", "UA+NAR"],
+                 "tbs": [1, 16]}}
+
+
+def test_one_program_per_block_rows_equal_unmerged():
+    """On a CPU the 2-GPU grid's buckets (512 .. 8,192 rows) share one compiled program (a compile
+    costs ~5e6 evaluated rows there), that program is the run's only XLA compilation after the first
+    run's, and its rows equal those of one program per bucket bit for bit (zero rows change nothing)."""
+    g = grid_from_dict(GRID, parse_size=parse_size)
+    one = run_sweep(g, progress=False, merge_factor=1.0)
+    assert one.attrs["summary"]["path_groups"] > 1
+    cnt = _Compiles()
+    try:
+        merged = run_sweep(g, progress=False)
+    finally:
+        cnt.close()
+    assert merged.attrs["summary"]["path_groups"] == 1
+    assert cnt.n <= 1                                  # the merged program (nothing else is new)
+    for c in ("time_ns", "lower_bound_ns", "n_flows", "tbs_used"):
+        np.testing.assert_array_equal(merged[c].to_numpy(), one[c].to_numpy())
+    cnt = _Compiles()
+    try:
+        again = run_sweep(g, progress=False)
+    finally:
+        cnt.close()
+    assert cnt.n == 0                                  # a second sweep of the same shapes compiles nothing
+    np.testing.assert_array_equal(again["time_ns"].to_numpy(), merged["time_ns"].to_numpy())
+
+
+@pytest.mark.slow
+def test_build_jobs_rows_equal_serial():
+    """Traffics built on two worker processes (NAP's search included) give the serial run's rows."""
+    d = {"sweep": {"chunk": 64}, "axes": {"model": ["path"], "gpus": [2], "size": ["100kB", "1MB"],
+                                           "policy": ["UA", "NAP+NAR"]}}
+    g = grid_from_dict(d, parse_size=parse_size)
+    serial = run_sweep(g, progress=False)
+    pooled = run_sweep(g, progress=False, build_jobs=2)
+    assert pooled.attrs["summary"]["build_jobs"] == 2
+    for c in ("time_ns", "lower_bound_ns", "n_flows", "tbs_used"):
+        np.testing.assert_array_equal(pooled[c].to_numpy(), serial[c].to_numpy())
+
+
+def test_build_jobs_checked():
+    g = grid_from_dict(GRID, parse_size=parse_size)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="build_jobs"):
+            run_sweep(g, progress=False, build_jobs=bad)
