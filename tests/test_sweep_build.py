@@ -42,14 +42,18 @@ def _lst(rows_points):
 
 
 def test_cheapest_partition_by_hand():
-    """Hand-computed costs (compile = C rows; a group costs C + its rows x its points)."""
+    """Hand-computed costs: a group costs C + rows x (points x e + traffics x t); here every point
+    is its own traffic, so C + rows x points x (e + t)."""
     cap = R.MAX_STACK_ROWS["cpu"]
-    part = lambda lst, c: [[r for r, _ in g] for g in R._cheapest_partition(lst, c, cap)]  # noqa: E731
+    part = lambda lst, c, e=1.0, t=0.0: [[r for r, _ in g] for g in R._cheapest_partition(lst, c, e, t, cap)]  # noqa: E731
     # C = 10,000: 256 and 512 together cost 10,000 + 512 x 20 = 20,240 < apart 20,000 + 2,560 + 5,120;
     # 2^20 with them would cost 2^20 x 21 > 10,000 + ...: alone
     assert part(_lst([(256, 10), (512, 10), (1 << 20, 1)]), 10_000) == [[256, 512], [1 << 20]]
     # C = 1,000: apart 2,000 + 2,560 + 5,120 = 9,680 < together 11,240
     assert part(_lst([(256, 10), (512, 10)]), 1_000) == [[256], [512]]
+    # the same with e = 0.5, t = 0.5 (per row: 10 x 0.5 + 10 x 0.5 = 10 a bucket, as above)
+    assert part(_lst([(256, 10), (512, 10)]), 1_000, 0.5, 0.5) == [[256], [512]]
+    assert part(_lst([(256, 10), (512, 10)]), 10_000, 0.5, 0.5) == [[256, 512]]
     # C huge: one program for the block
     assert part(_lst([(256, 3), (4096, 2), (65536, 1)]), 1e12) == [[256, 4096, 65536]]
     # the memory cap: stacked traffics x rows over MAX_STACK_ROWS never merge (2 x 2 x cap / 2 > cap)
@@ -74,7 +78,7 @@ GRID = {"sweep": {"chunk": 64},
 
 def test_one_program_per_block_rows_equal_unmerged():
     """On a CPU the 2-GPU grid's buckets (512 .. 8,192 rows) share one compiled program (a compile
-    costs ~5e6 evaluated rows there), that program is the run's only XLA compilation after the first
+    costs as much as evaluating ~6e6 rows there), that program is the run's only XLA compilation after the first
     run's, and its rows equal those of one program per bucket bit for bit (zero rows change nothing)."""
     g = grid_from_dict(GRID, parse_size=parse_size)
     one = run_sweep(g, progress=False, merge_factor=1.0)

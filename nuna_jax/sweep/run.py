@@ -153,10 +153,10 @@ def _merge_shapes(groups: dict, factor: float | None, platform: str = "cpu") -> 
 
     ``factor`` a number: buckets whose padded rows lie within ``factor`` of the smallest of their
     group share it (greedy, ascending; 1: no merging).  ``None`` (the default): the partition of the
-    block's buckets (ascending, contiguous) that costs the least, where a program costs
-    :data:`COMPILE_ROWS` of the platform (a compilation, in evaluated rows) plus the rows it
-    evaluates (every point of the group at the group's row count), and a merged group's stacked
-    traffics hold at most the platform's :data:`MAX_STACK_ROWS` rows (device memory)."""
+    block's buckets (ascending, contiguous) that takes the least time by :data:`COST_NS` of the
+    platform -- a compilation, plus per row of the group's row count each point's evaluation and each
+    traffic's padding, stacking and copy to the device -- where a merged group's stacked traffics
+    hold at most the platform's :data:`MAX_STACK_ROWS` rows (memory)."""
     by = defaultdict(list)
     for (b_no, rows, ph), items in groups.items():
         by[(b_no, ph)].append((rows, items))
@@ -164,8 +164,8 @@ def _merge_shapes(groups: dict, factor: float | None, platform: str = "cpu") -> 
     for (b_no, ph), lst in by.items():
         lst.sort(key=lambda x: x[0])
         if factor is None:
-            key = platform if platform in COMPILE_ROWS else "gpu"
-            parts = _cheapest_partition(lst, COMPILE_ROWS[key], MAX_STACK_ROWS[key])
+            key = platform if platform in COST_NS else "gpu"
+            parts = _cheapest_partition(lst, *COST_NS[key], MAX_STACK_ROWS[key])
         else:
             parts, cur, lo = [], [], None
             for rows, items in lst:
@@ -181,19 +181,23 @@ def _merge_shapes(groups: dict, factor: float | None, platform: str = "cpu") -> 
     return out
 
 
-#: a compiled path program's cost in evaluated flow rows, per platform (``_merge_shapes``; speed only,
-#: no result depends on it).  8-GPU All-Gather on the 2-core CPU (load 16-17, 2026-12-02): a compile
-#: 7.1-8.6 CPU s, an evaluation 1.1-1.9 CPU us per row, so one compile ~ 5e6 rows; one H200 (log of
-#: 2026-12-02): ~1.5 s a compile, ~9 ns a row (0.29 ms for 32,256 flows), ~1.6e8 rows
-COMPILE_ROWS = {"cpu": 5_000_000, "gpu": 160_000_000}
+#: ``(compile, evaluate a row for one point, pad + stack + copy a row of one traffic)``, ns, per platform
+#: (``_merge_shapes``; speed only, no result depends on them).  The 2-core CPU (8-GPU All-Gather, load
+#: 16-17, 2026-12-02): a compile of the path program 7.1-8.6 CPU s, an evaluation 1.1-1.9 CPU us a
+#: row; one H200 (2026-12-02 log): ~1.5 s a compile, ~9 ns a row (0.29 ms for 32,256 flows); a
+#: traffic row is 14 columns of 4 bytes, padded, stacked and copied: ~60 ns on either host
+COST_NS = {"cpu": (7.5e9, 1200.0, 60.0), "gpu": (1.5e9, 9.0, 60.0)}
 #: a merged group's stacked traffics hold at most this many rows (x 14 columns of 4 bytes: 3.8 GB on a
 #: CPU, 15 GB on an accelerator)
 MAX_STACK_ROWS = {"cpu": 1 << 26, "gpu": 1 << 28}
 
 
-def _cheapest_partition(lst: list, compile_rows: float, max_stack_rows: int) -> list:
-    """Contiguous groups of ``lst`` (``(rows, items)`` ascending) minimizing
-    ``sum(compile_rows + rows_of_group * points_in_group)`` (dynamic programming over the cut points)."""
+def _cheapest_partition(lst: list, compile_ns: float, row_ns: float, stack_ns: float,
+                        max_stack_rows: int) -> list:
+    """Contiguous groups of ``lst`` (``(rows, items)`` ascending) minimizing the sum over groups of
+    ``compile_ns + rows x (points x row_ns + traffics x stack_ns)``, ``rows`` the group's largest
+    (dynamic programming over the cut points); a group of several buckets stacks at most
+    ``max_stack_rows`` rows."""
     k = len(lst)
     pts = [sum(len(it[0]) for it in items) for _, items in lst]
     trs = [len({id(it[3]) for it in items}) for _, items in lst]
@@ -207,7 +211,7 @@ def _cheapest_partition(lst: list, compile_rows: float, max_stack_rows: int) -> 
             n_tr += trs[i]
             if i < j - 1 and n_tr * rows > max_stack_rows:
                 break
-            c = best[i] + compile_rows + float(rows) * n_pts
+            c = best[i] + compile_ns + float(rows) * (n_pts * row_ns + n_tr * stack_ns)
             if c < best[j]:
                 best[j], cut[j] = c, i
     parts, j = [], k

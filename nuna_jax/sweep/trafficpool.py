@@ -62,6 +62,29 @@ def work_of(s, pt) -> float:
     return cost
 
 
+class _shared_xla:
+    """Where the caller keeps no XLA compilation cache (``NUNA_JAX_CACHE_DIR=""``), the workers of one
+    run share one in ``tmp`` (empty at the start, removed at the end): a program one worker compiled
+    is loaded, not compiled again, by the others (the same executable, the same numbers)."""
+
+    def __init__(self, tmp: str):
+        self.want = {}
+        if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+            self.want = {"JAX_COMPILATION_CACHE_DIR": tmp, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+    def __enter__(self):
+        self.old = {k: os.environ.get(k) for k in self.want}
+        os.environ.update(self.want)
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def build_all(tasks: list, jobs: int) -> dict:
     """Build every task ``(key_no, system, point)``; ``{key_no: ("ok", PaddedTraffic) or ("error",
     exception)}``.  ``jobs = 1``: here, in order; else on ``jobs`` spawned workers, largest first."""
@@ -69,9 +92,10 @@ def build_all(tasks: list, jobs: int) -> dict:
         return {k: (st, v) for k, st, v in (build_task(t) for t in tasks)}
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    import tempfile
     order = sorted(tasks, key=lambda t: -work_of(t[1], t[2]))
     out: dict = {}
-    with simpool._Env():
+    with simpool._Env(), tempfile.TemporaryDirectory(prefix="nuna_jax_build_xla_") as tmp, _shared_xla(tmp):
         ex = ProcessPoolExecutor(min(int(jobs), len(tasks)), mp_context=multiprocessing.get_context("spawn"),
                                  initializer=simpool._worker_init)
         ok = False
