@@ -3,7 +3,7 @@
 (``jax.monitoring``'s backend-compile event, their seconds summed over threads).
 
     python benchmarks/profile_fig9.py [--gpus 2,8,64] [--sizes 100kB,1MB,10MB,64MB] [--top 40] [--label L]
-                                      [--build-jobs N] [--merge-factor F] [--no-profile]
+                                      [--build-jobs N] [--merge-factor F] [--no-profile] [--compare FILE]
     BENCH_CODE_ROOT=/path/to/old/checkout python benchmarks/profile_fig9.py ...   # the same on other code
 
 Prints the sweep's own split (traffic, compile, evaluate), the compilations, and the functions
@@ -12,7 +12,10 @@ split, compilations and the top functions, and every row) to ``--out`` (default 
 The scenario store is off (every traffic built).  ``--build-jobs N``: the traffics are built on N
 worker processes (``run_sweep(build_jobs=N)``, ``sweep.trafficpool``; their XLA compilations and CPU
 time are not in the counts, ``children_cpu_s`` has their CPU seconds); ``--merge-factor``: the
-sweep's shape merging (default: the sweep's own); ``--no-profile``: no cProfile (its overhead off).
+sweep's shape merging (default: the sweep's own); ``--no-profile``: no cProfile (its overhead off);
+``--compare FILE``: the rows compared with those of another run (this script's JSON, or
+``bench_sweep.py``'s: its ``fig9`` rows), by grid index: equal bit for bit or not, and the largest
+relative difference of ``time_ns`` / ``lower_bound_ns`` (written under ``compare``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,33 @@ from nuna_jax.sweep import grid_from_dict  # noqa: E402
 from nuna_jax.sweep.run import execute  # noqa: E402
 
 
+def compare_rows(rows: list, path: str) -> dict:
+    """This run's rows against another run's (``rows``, or ``fig9`` -> first entry -> ``rows``), matched by
+    the axis values (GPUs, size, policy; grid indices differ between grids): how many are bit-identical, differ, are missing; the largest relative
+    difference of the times."""
+    d = json.loads(Path(path).read_text())
+    other = d.get("rows") or next(iter(d["fig9"].values()))["rows"]
+    axes = ("n_gpus", "size", "policy")
+    by = {tuple(r[k] for k in axes): r for r in other}
+    out = {"against": str(path), "equal": 0, "differ": 0, "missing": 0, "max_rel_time": 0.0, "max_rel_lb": 0.0,
+           "differing": []}
+    for r in rows:
+        o = by.get(tuple(r[k] for k in axes))
+        if o is None:
+            out["missing"] += 1
+            continue
+        same = all(r.get(k) == o.get(k) for k in ("time_ns", "lower_bound_ns", "n_flows", "tbs_used") if k in o)
+        out["equal" if same else "differ"] += 1
+        for k, m in (("time_ns", "max_rel_time"), ("lower_bound_ns", "max_rel_lb")):
+            if o.get(k):
+                out[m] = max(out[m], abs(r[k] - o[k]) / abs(o[k]))
+        if not same:
+            out["differing"].append({"index": r["index"], **{k: r[k] for k in axes},
+                                     "here": [r.get(k) for k in ("time_ns", "tbs_used", "n_flows")],
+                                     "there": [o.get(k) for k in ("time_ns", "tbs_used", "n_flows")]})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="2,8,64")
@@ -54,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--build-jobs", type=int, default=1, help="worker processes building the traffics")
     ap.add_argument("--merge-factor", type=float, default=None, help="the sweep's merge_factor (default: its own)")
     ap.add_argument("--no-profile", action="store_true", help="no cProfile")
+    ap.add_argument("--compare", default=None, help="a JSON with the rows of another run")
     a = ap.parse_args(argv)
     comp = {"n": 0, "s": 0.0}
 
@@ -97,6 +128,8 @@ def main(argv=None) -> int:
            "traffic_s": summary.get("plan_s"), "compile_s": summary.get("compile_s"), "eval_s": summary.get("eval_s"),
            "xla_compilations": comp["n"], "xla_compile_s_summed": comp["s"]}
     res["load_avg_after"] = os.getloadavg()
+    if a.compare:
+        res["compare"] = compare_rows(rows, a.compare)
     print({k: v for k, v in res.items() if k != "machine"}, flush=True)
     tops = {}
     for key in ("cumulative", "tottime") if not a.no_profile else ():
