@@ -119,3 +119,25 @@ def test_build_jobs_checked():
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="build_jobs"):
             run_sweep(g, progress=False, build_jobs=bad)
+
+
+def test_a_traffic_that_cannot_be_built_names_its_point(monkeypatch):
+    """Built after every point is collected: a fixed threadblock count that cannot be placed raises
+    with the first such point (grid order) named; a "best" point whose every candidate fails too
+    (the last candidate's message, as before); nothing is evaluated."""
+    from nuna_jax.sweep import path_eval
+    built = []
+
+    def fake(s, pt, cache):
+        built.append(pt["tbs_per_gpu"])
+        raise ValueError(f"cannot place {pt['tbs_per_gpu']} threadblocks")
+    monkeypatch.setattr(path_eval, "traffic_for", fake)
+    g = grid_from_dict({"axes": {"model": ["path"], "gpus": [2], "size": ["100kB"], "policy": ["UA"],
+                                 "tbs": [4, 16]}}, parse_size=parse_size)
+    with pytest.raises(ValueError, match=r"grid point 0 \(.*tbs_per_gpu=4.*\): cannot place 4 threadblocks"):
+        run_sweep(g, progress=False)
+    assert sorted(built) == [4, 16]            # every distinct traffic was tried before the error
+    g = grid_from_dict({"axes": {"model": ["path"], "gpus": [2], "size": ["100kB"], "policy": ["UA+NAR"]}},
+                       parse_size=parse_size)
+    with pytest.raises(ValueError, match=r"grid point 0 \(.*policy=UA\+NAR.*\): cannot place 16 threadblocks"):
+        run_sweep(g, progress=False)
