@@ -149,7 +149,7 @@ def _compile_all(prepared: list, mesh, threads: int) -> list:
 
 def _merge_shapes(groups: dict, factor: float | None, platform: str = "cpu") -> dict:
     """Merge path groups of one block and phase count into fewer compiled programs; a merged group
-    is padded to its largest row count (zero rows change no estimate or bound, tests/test_sweep.py).
+    is padded to its largest row count (zero rows change no estimate or bound, tests/test_sweep_build.py).
 
     ``factor`` a number: buckets whose padded rows lie within ``factor`` of the smallest of their
     group share it (greedy, ascending; 1: no merging).  ``None`` (the default): the partition of the
