@@ -141,3 +141,28 @@ def test_a_traffic_that_cannot_be_built_names_its_point(monkeypatch):
                        parse_size=parse_size)
     with pytest.raises(ValueError, match=r"grid point 0 \(.*policy=UA\+NAR.*\): cannot place 16 threadblocks"):
         run_sweep(g, progress=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpus,size,tbs", [(2, 100_000, 1), (8, 1_000_000, 28)])
+def test_split_nap_search_is_the_search(gpus, size, tbs):
+    """NAP's search split by granularity (``trafficpool.nap_candidate``, each estimated alone) gives
+    the search's estimates bit for bit and so its choice (ties: the smaller granularity)."""
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import make_scenario
+    from nuna_jax.sweep import trafficpool as P
+    s = preset("table2", n_gpus=gpus)
+    pt = {"collective": "allgather", "size": size, "policy": "NAP+NAR", "tbs_per_gpu": tbs, "algorithm": "direct",
+          "nar_granularity": None}
+    assert P.searches_granularity(pt) and not P.searches_granularity(dict(pt, policy="UA+NAR"))
+    sc = make_scenario(s, collective="allgather", size_bytes=size, policy="NAP+NAR", tbs_per_gpu=tbs)
+    search = sc.placement.granularity_search
+    split = {g: v for _, g, st, v in (P.nap_candidate((0, s, pt, g)) for g in P.nap_granularities(s))}
+    assert list(split) == list(search)
+    assert all(np.float64(split[g]) == np.float64(search[g]) for g in search), (split, search)
+    g_best = min(split, key=lambda g: (split[g], g))
+    assert g_best == sc.placement.domains.granularity
+    _, st, tr = P.build_task((0, s, dict(pt, nar_granularity=g_best)))
+    assert st == "ok"
+    for k in ("flits", "port", "cu", "read_stack", "dst_stack"):
+        np.testing.assert_array_equal(np.asarray(getattr(tr.traffic, k))[:tr.n_flows], np.asarray(getattr(sc.traffic, k)))

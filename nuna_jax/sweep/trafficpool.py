@@ -85,26 +85,99 @@ class _shared_xla:
                 os.environ[k] = v
 
 
-def build_all(tasks: list, jobs: int) -> dict:
+def nap_granularities(s) -> range:
+    """The granularities NAP's search tries on ``s`` (``scenario.search_nar_granularity``: 1 ..
+    ``min(max_useful_granularity, n_io_ports)``; tests/test_sweep_build.py checks the split search
+    against it)."""
+    from ..nar import max_useful_granularity
+    return range(1, min(max_useful_granularity(s), int(s.n_io_ports)) + 1)
+
+
+def searches_granularity(pt) -> bool:
+    """Whether the point's scenario runs NAP's granularity search (a NAP policy, no forced granularity;
+    the sweep builds with the default ``PolicyOptions``, ``nap_granularity="search"``)."""
+    from ..placement import canonical_policy, policy_parts
+    return pt["nar_granularity"] is None and policy_parts(canonical_policy(pt["policy"]))[0] == "nap"
+
+
+def nap_candidate(task) -> tuple:
+    """One granularity of NAP's search, ``task = (key_no, system, point, g)`` -> ``(key_no, g, "ok",
+    estimate_ns)`` or ``(key_no, g, "error", exception)``: the scenario at granularity ``g``
+    (``make_scenario(nar_granularity=g)``: the placement and traffic the search builds for ``g``) and its
+    path-model estimate alone (``models.contention.estimate_many`` of the one table)."""
+    from ..models.contention import estimate_many
+    from ..scenario import make_scenario
+    k, s, pt, g = task
+    try:
+        sc = make_scenario(s, collective=pt["collective"], size_bytes=int(pt["size"]), policy=pt["policy"],
+                           tbs_per_gpu=pt["tbs_per_gpu"], nar_granularity=int(g), algorithm=pt["algorithm"])
+        return k, g, "ok", float(estimate_many(s, [sc.traffic])[0])
+    except ValueError as e:
+        return k, g, "error", _picklable(e)
+
+
+def _run(kind, task):
+    return (kind, build_task(task)) if kind == "full" else (kind, nap_candidate(task))
+
+
+def build_all(tasks: list, jobs: int, split_nap: bool = True) -> dict:
     """Build every task ``(key_no, system, point)``; ``{key_no: ("ok", PaddedTraffic) or ("error",
-    exception)}``.  ``jobs = 1``: here, in order; else on ``jobs`` spawned workers, largest first."""
+    exception)}``.  ``jobs = 1``: here, in order; else on ``jobs`` spawned workers, largest first.
+
+    ``split_nap`` (workers only): a point whose scenario searches NAP's granularity is split into one
+    task per granularity (:func:`nap_candidate`), so that one large search does not hold the run: the
+    fastest (ties: the smaller granularity, as the search) is then built again as a task of its own
+    with that granularity, before any task still waiting.  Each candidate is estimated alone (padded to
+    its own row bucket), where the search estimates the candidates together (padded to the longest's):
+    on a CPU zero rows change no estimate (48 of 48 candidates bit-identical, 2 and 8 GPUs, 100 kB -
+    10 MB, LEAD_NOTES of the fig9 branch), so the choice is the search's."""
     if jobs <= 1 or len(tasks) <= 1:
         return {k: (st, v) for k, st, v in (build_task(t) for t in tasks)}
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
     import tempfile
-    order = sorted(tasks, key=lambda t: -work_of(t[1], t[2]))
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    queue = []                        # (priority, kind, task); lower first
+    cands: dict = {}                  # key_no -> [system, point, candidates left, {g: estimate}, {g: error}]
+    for t in tasks:
+        k, s, pt = t
+        w = work_of(s, pt)
+        if split_nap and searches_granularity(pt):
+            gs = nap_granularities(s)
+            cands[k] = [s, pt, len(gs), {}, {}]
+            queue.extend((-w / len(gs), "cand", (k, s, pt, g)) for g in gs)
+        else:
+            queue.append((-w, "full", t))
+    queue.sort(key=lambda q: q[0])
     out: dict = {}
+    n_proc = min(int(jobs), len(queue))
     with simpool._Env(), tempfile.TemporaryDirectory(prefix="nuna_jax_build_xla_") as tmp, _shared_xla(tmp):
-        ex = ProcessPoolExecutor(min(int(jobs), len(tasks)), mp_context=multiprocessing.get_context("spawn"),
+        ex = ProcessPoolExecutor(n_proc, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=simpool._worker_init)
         ok = False
         try:
-            with simpool._without_main():         # workers start on these submits
-                futs = [ex.submit(build_task, t) for t in order]
-            for f in as_completed(futs):
-                k, st, v = f.result()
-                out[k] = (st, v)
+            inflight: set = set()
+            while queue or inflight:
+                with simpool._without_main():     # workers start on these submits
+                    while queue and len(inflight) < n_proc + 2:   # a short queue: late tasks go first
+                        _, kind, task = queue.pop(0)
+                        inflight.add(ex.submit(_run, kind, task))
+                done, inflight = wait(inflight, return_when=FIRST_COMPLETED)
+                for f in done:
+                    kind, r = f.result()
+                    if kind == "full":
+                        k, st, v = r
+                        out[k] = (st, v)
+                        continue
+                    k, g, st, v = r
+                    c = cands[k]
+                    (c[3] if st == "ok" else c[4])[g] = v
+                    c[2] -= 1
+                    if c[2] == 0:
+                        if c[4]:                  # the search raises at its first failing granularity
+                            out[k] = ("error", c[4][min(c[4])])
+                        else:
+                            g_best = min(c[3], key=lambda gg: (c[3][gg], gg))
+                            queue.insert(0, (0.0, "full", (k, c[0], dict(c[1], nar_granularity=g_best))))
             ok = True
         finally:
             if ok:
