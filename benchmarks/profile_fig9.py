@@ -85,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("--merge-factor", type=float, default=None, help="the sweep's merge_factor (default: its own)")
     ap.add_argument("--no-profile", action="store_true", help="no cProfile")
     ap.add_argument("--compare", default=None, help="a JSON with the rows of another run")
+    ap.add_argument("--build-platform", default="cpu", choices=("cpu", "gpu"),
+                    help="JAX platform of the build workers (NUNA_JAX_BUILD_PLATFORM; gpu: experimental)")
     a = ap.parse_args(argv)
     comp = {"n": 0, "s": 0.0}
 
@@ -99,6 +101,7 @@ def main(argv=None) -> int:
         axes["tbs"] = [int(a.tbs)]
     g = grid_from_dict({"sweep": {"system": "table2"}, "axes": axes}, parse_size=parse_size)
     kw = {}
+    os.environ["NUNA_JAX_BUILD_PLATFORM"] = a.build_platform
     if a.build_jobs != 1:
         kw["build_jobs"] = a.build_jobs
     if a.merge_factor is not None:
@@ -123,7 +126,7 @@ def main(argv=None) -> int:
                        "load_avg": os.getloadavg()},
            "code": str(Path(sys.modules["nuna_jax"].__file__).parent), "grid": axes, "points": g.n_points, "wall_s": wall, "cpu_s": cpu,
            "children_cpu_s": (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime),
-           "options": kw, "path_groups": summary.get("path_groups"),
+           "options": kw, "build_platform": a.build_platform, "path_groups": summary.get("path_groups"),
            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
            "traffic_s": summary.get("plan_s"), "compile_s": summary.get("compile_s"), "eval_s": summary.get("eval_s"),
            "xla_compilations": comp["n"], "xla_compile_s_summed": comp["s"]}

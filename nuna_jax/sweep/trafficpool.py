@@ -62,6 +62,37 @@ def work_of(s, pt) -> float:
     return cost
 
 
+#: the JAX platform of the build workers: "cpu" (the default, as ``sweep.simpool``'s workers), or, set
+#: from the environment variable ``NUNA_JAX_BUILD_PLATFORM`` (benchmarks: ``profile_fig9.py
+#: --build-platform``), "gpu": every worker opens the accelerator too (no preallocation), so NAP's
+#: searches estimate on it as a one-process run does (several contexts on one device; experimental)
+def build_platform() -> str:
+    return os.environ.get("NUNA_JAX_BUILD_PLATFORM", "cpu").strip().lower() or "cpu"
+
+
+class _platform:
+    """Workers' JAX platform (:func:`build_platform`); inside ``simpool._Env`` (which sets the CPU):
+    "gpu" unsets ``JAX_PLATFORMS`` (JAX's own choice, the accelerator first) and preallocation."""
+
+    def __enter__(self):
+        p = build_platform()
+        self.want = {} if p == "cpu" else {"JAX_PLATFORMS": None, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        self.old = {k: os.environ.get(k) for k in self.want}
+        for k, v in self.want.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class _shared_xla:
     """Where the caller keeps no XLA compilation cache (``NUNA_JAX_CACHE_DIR=""``), the workers of one
     run share one in ``tmp`` (empty at the start, removed at the end): a program one worker compiled
@@ -150,7 +181,8 @@ def build_all(tasks: list, jobs: int, split_nap: bool = True) -> dict:
     queue.sort(key=lambda q: q[0])
     out: dict = {}
     n_proc = min(int(jobs), len(queue))
-    with simpool._Env(), tempfile.TemporaryDirectory(prefix="nuna_jax_build_xla_") as tmp, _shared_xla(tmp):
+    with simpool._Env(), _platform(), tempfile.TemporaryDirectory(prefix="nuna_jax_build_xla_") as tmp, \
+            _shared_xla(tmp):
         ex = ProcessPoolExecutor(n_proc, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=simpool._worker_init)
         ok = False
