@@ -106,6 +106,15 @@ def main(argv=None) -> int:
         kw["build_jobs"] = a.build_jobs
     if a.merge_factor is not None:
         kw["merge_factor"] = a.merge_factor
+    import threading
+    stop = threading.Event()
+    t_start = time.perf_counter()
+
+    def heartbeat():            # a run cut short by a time limit still says how far it got
+        while not stop.wait(15.0):
+            print(f"... {time.perf_counter() - t_start:.0f} s, {comp['n']} XLA compilations here, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    threading.Thread(target=heartbeat, daemon=True).start()
     pr = cProfile.Profile()
     ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -117,6 +126,7 @@ def main(argv=None) -> int:
         from nuna_jax.sweep.writer import read_rows, to_columns
         cols = to_columns(*read_rows(Path(d) / "fig9.csv"))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    stop.set()
     ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     rows = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()}
             for i in range(len(cols["index"]))]
