@@ -9,7 +9,8 @@ one GPU or several).
   stay on the device: the throughput of the evaluator, not of writing a file).
 * path model: one traffic (8-GPU 1 MB All-Gather, UA) x hardware variants, vmapped.
 * Figure 9: ``examples/grids/fig9.toml`` (path model) end to end, including
-  traffic construction and compilation, to a CSV in a temporary folder.
+  traffic construction and compilation, to a CSV in a temporary folder (``--build-jobs N``: the
+  traffics built on N worker processes, ``sweep.trafficpool``).
 
     python benchmarks/bench_sweep.py [--out DIR] [--quick]
 
@@ -93,12 +94,13 @@ def bench_path(devs, n_hw: int) -> dict:
             "plan_s": s2["plan_s"]}
 
 
-def bench_fig9(devs) -> dict:
+def bench_fig9(devs, build_jobs: int = 1) -> dict:
     g = load_grid(ROOT / "examples" / "grids" / "fig9.toml", parse_size=parse_size)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "fig9.csv"
         t0 = time.perf_counter()
-        s = run_sweep(g, out, progress=False, devices=devs, max_rows=1 << 24)
+        kw = {"build_jobs": build_jobs} if build_jobs != 1 else {}
+        s = run_sweep(g, out, progress=False, devices=devs, max_rows=1 << 24, **kw)
         wall = time.perf_counter() - t0
         from nuna_jax.sweep.writer import read_rows, to_columns
         cols = to_columns(*read_rows(out))
@@ -106,7 +108,7 @@ def bench_fig9(devs) -> dict:
             for i in range(len(cols["index"]))]
     return {"points": g.n_points, "seconds": wall, "plan_s": s["plan_s"], "compile_s": s["compile_s"],
             "eval_s": s["eval_s"], "path_groups": s["path_groups"],
-            "distinct_traffic": s["distinct_traffic"], "rows": rows}
+            "distinct_traffic": s["distinct_traffic"], "build_jobs": build_jobs, "rows": rows}
 
 
 def main(argv=None) -> int:
@@ -115,6 +117,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes (CPU smoke run)")
     ap.add_argument("--no-fig9", action="store_true")
     ap.add_argument("--fig9-only", action="store_true")
+    ap.add_argument("--build-jobs", type=int, default=1,
+                    help="Figure 9: worker processes building the traffics (run_sweep(build_jobs=))")
     ap.add_argument("--tag", default=None, help="device tag in the file name (default: backend)")
     a = ap.parse_args(argv)
     devs = jax.devices()
@@ -140,7 +144,7 @@ def main(argv=None) -> int:
               flush=True)
     if not a.no_fig9:
         for k in counts:
-            r = bench_fig9(devs[:k])
+            r = bench_fig9(devs[:k], a.build_jobs)
             res["fig9"][str(k)] = r
             print(f"fig9 grid, {k} device(s): {r['points']} points in {r['seconds']:.1f} s "
                   f"(traffic {r['plan_s']:.1f} s, compile {r['compile_s']:.1f} s, {r['path_groups']} shape groups)", flush=True)

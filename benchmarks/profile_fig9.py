@@ -3,12 +3,19 @@
 (``jax.monitoring``'s backend-compile event, their seconds summed over threads).
 
     python benchmarks/profile_fig9.py [--gpus 2,8,64] [--sizes 100kB,1MB,10MB,64MB] [--top 40] [--label L]
+                                      [--build-jobs N] [--merge-factor F] [--no-profile] [--compare FILE]
     BENCH_CODE_ROOT=/path/to/old/checkout python benchmarks/profile_fig9.py ...   # the same on other code
 
 Prints the sweep's own split (traffic, compile, evaluate), the compilations, and the functions
 with the most time (cumulative and own); writes ``profile_fig9_<backend>_<date>.json`` (the
-split, compilations and the top functions) to ``--out`` (default benchmarks/out).  The scenario
-store is off (every traffic built).
+split, compilations and the top functions, and every row) to ``--out`` (default benchmarks/out).
+The scenario store is off (every traffic built).  ``--build-jobs N``: the traffics are built on N
+worker processes (``run_sweep(build_jobs=N)``, ``sweep.trafficpool``; their XLA compilations and CPU
+time are not in the counts, ``children_cpu_s`` has their CPU seconds); ``--merge-factor``: the
+sweep's shape merging (default: the sweep's own); ``--no-profile``: no cProfile (its overhead off);
+``--compare FILE``: the rows compared with those of another run (this script's JSON, or
+``bench_sweep.py``'s: its ``fig9`` rows), by grid index: equal bit for bit or not, and the largest
+relative difference of ``time_ns`` / ``lower_bound_ns`` (written under ``compare``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,33 @@ from nuna_jax.sweep import grid_from_dict  # noqa: E402
 from nuna_jax.sweep.run import execute  # noqa: E402
 
 
+def compare_rows(rows: list, path: str) -> dict:
+    """This run's rows against another run's (``rows``, or ``fig9`` -> first entry -> ``rows``), matched by
+    the axis values (GPUs, size, policy; grid indices differ between grids): how many are bit-identical, differ, are missing; the largest relative
+    difference of the times."""
+    d = json.loads(Path(path).read_text())
+    other = d.get("rows") or next(iter(d["fig9"].values()))["rows"]
+    axes = ("n_gpus", "size", "policy")
+    by = {tuple(r[k] for k in axes): r for r in other}
+    out = {"against": str(path), "equal": 0, "differ": 0, "missing": 0, "max_rel_time": 0.0, "max_rel_lb": 0.0,
+           "differing": []}
+    for r in rows:
+        o = by.get(tuple(r[k] for k in axes))
+        if o is None:
+            out["missing"] += 1
+            continue
+        same = all(r.get(k) == o.get(k) for k in ("time_ns", "lower_bound_ns", "n_flows", "tbs_used") if k in o)
+        out["equal" if same else "differ"] += 1
+        for k, m in (("time_ns", "max_rel_time"), ("lower_bound_ns", "max_rel_lb")):
+            if o.get(k):
+                out[m] = max(out[m], abs(r[k] - o[k]) / abs(o[k]))
+        if not same:
+            out["differing"].append({"index": r["index"], **{k: r[k] for k in axes},
+                                     "here": [r.get(k) for k in ("time_ns", "tbs_used", "n_flows")],
+                                     "there": [o.get(k) for k in ("time_ns", "tbs_used", "n_flows")]})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="2,8,64")
@@ -47,6 +81,12 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     ap.add_argument("--label", default="", help="added to the output file name (e.g. before / after)")
+    ap.add_argument("--build-jobs", type=int, default=1, help="worker processes building the traffics")
+    ap.add_argument("--merge-factor", type=float, default=None, help="the sweep's merge_factor (default: its own)")
+    ap.add_argument("--no-profile", action="store_true", help="no cProfile")
+    ap.add_argument("--compare", default=None, help="a JSON with the rows of another run")
+    ap.add_argument("--build-platform", default="cpu", choices=("cpu", "gpu"),
+                    help="JAX platform of the build workers (NUNA_JAX_BUILD_PLATFORM; gpu: experimental)")
     a = ap.parse_args(argv)
     comp = {"n": 0, "s": 0.0}
 
@@ -60,29 +100,58 @@ def main(argv=None) -> int:
     if a.tbs != "best":
         axes["tbs"] = [int(a.tbs)]
     g = grid_from_dict({"sweep": {"system": "table2"}, "axes": axes}, parse_size=parse_size)
+    kw = {}
+    os.environ["NUNA_JAX_BUILD_PLATFORM"] = a.build_platform
+    if a.build_jobs != 1:
+        kw["build_jobs"] = a.build_jobs
+    if a.merge_factor is not None:
+        kw["merge_factor"] = a.merge_factor
+    import threading
+    stop = threading.Event()
+    t_start = time.perf_counter()
+
+    def heartbeat():            # a run cut short by a time limit still says how far it got
+        while not stop.wait(15.0):
+            print(f"... {time.perf_counter() - t_start:.0f} s, {comp['n']} XLA compilations here, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    threading.Thread(target=heartbeat, daemon=True).start()
     pr = cProfile.Profile()
+    ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0, c0 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory() as d:
-        pr.enable()
-        summary = execute(g, Path(d) / "fig9.csv", progress=False)
+        if not a.no_profile:
+            pr.enable()
+        summary = execute(g, Path(d) / "fig9.csv", progress=False, **kw)
         pr.disable()
+        from nuna_jax.sweep.writer import read_rows, to_columns
+        cols = to_columns(*read_rows(Path(d) / "fig9.csv"))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    stop.set()
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rows = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()}
+            for i in range(len(cols["index"]))]
     res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "backend": jax.default_backend(),
                        "devices": [str(x) for x in jax.devices()], "jax": jax.__version__,
                        "load_avg": os.getloadavg()},
            "code": str(Path(sys.modules["nuna_jax"].__file__).parent), "grid": axes, "points": g.n_points, "wall_s": wall, "cpu_s": cpu,
+           "children_cpu_s": (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime),
+           "options": kw, "build_platform": a.build_platform, "path_groups": summary.get("path_groups"),
            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
            "traffic_s": summary.get("plan_s"), "compile_s": summary.get("compile_s"), "eval_s": summary.get("eval_s"),
            "xla_compilations": comp["n"], "xla_compile_s_summed": comp["s"]}
+    res["load_avg_after"] = os.getloadavg()
+    if a.compare:
+        res["compare"] = compare_rows(rows, a.compare)
     print({k: v for k, v in res.items() if k != "machine"}, flush=True)
     tops = {}
-    for key in ("cumulative", "tottime"):
+    for key in ("cumulative", "tottime") if not a.no_profile else ():
         buf = io.StringIO()
         pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(a.top)
         tops[key] = buf.getvalue()
         print(tops[key])
     res["top"] = tops
+    res["rows"] = rows
     label = f"_{a.label}" if a.label else ""
     out = Path(a.out) / f"profile_fig9_{jax.default_backend()}{label}_{res['date'][:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

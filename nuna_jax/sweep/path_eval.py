@@ -84,10 +84,20 @@ def traffic_for(s: System, point: dict, cache: dict) -> PaddedTraffic:
 
 def stack_traffic(items, n_rows: int | None = None) -> Traffic:
     """Padded traffics stacked on a new leading axis (numpy), each first padded to ``n_rows``
-    (default: their common row count) with zero-flit rows (``contention.pad_flows``)."""
+    (default: their common row count) with zero-flit rows (as ``contention.pad_flows``): one array a
+    column, written once (no padded copy of each traffic first), of the dtype ``jnp.asarray`` gives
+    the columns together."""
     n_rows = max(p.n_rows for p in items) if n_rows is None else int(n_rows)
-    ts = [p.traffic if p.n_rows == n_rows else K.pad_flows(p.traffic, n_rows) for p in items]
-    return jax.tree_util.tree_map(lambda *v: np.stack([np.asarray(x) for x in v]), *ts)
+    out = {}
+    for k in FIELDS:
+        cols = [np.asarray(getattr(p.traffic, k)) for p in items]
+        if any(len(c) > n_rows for c in cols):
+            raise ValueError(f"stack_traffic: a traffic has more than n_rows={n_rows} rows")
+        a = np.zeros((len(cols), n_rows), jax.dtypes.canonicalize_dtype(np.result_type(*cols)))
+        for i, c in enumerate(cols):
+            a[i, :len(c)] = c
+        out[k] = a
+    return Traffic(**out)
 
 
 #: a hardware sweep on a CPU maps over its variants this many at a time (``lax.map(batch_size=)``): each

@@ -51,7 +51,7 @@ __all__ = ["run_sweep", "execute", "RESULT_COLUMNS", "DEFAULT_MAX_ROWS"]
 #: ``tbs_per_gpu`` is "best"; -1 for the closed form, which has none)
 RESULT_COLUMNS = ("time_ns", "lower_bound_ns", "n_flows", "tbs_used")
 DEFAULT_MAX_ROWS = 1 << 20   # path model: points x padded flow rows per chunk (bounds memory)
-MERGE_FACTOR = 2.0           # path model: shape buckets within this ratio share one compiled program
+MERGE_FACTOR = None          # path model: shape buckets merged by cost (_merge_shapes); a number: within that ratio
 
 
 class _Progress:
@@ -147,31 +147,84 @@ def _compile_all(prepared: list, mesh, threads: int) -> list:
         return list(ex.map(one, prepared))
 
 
-def _merge_shapes(groups: dict, factor: float) -> dict:
-    """Merge path groups of one block and phase count whose padded rows lie within ``factor`` of
-    the smallest (greedy, ascending); a merged group is padded to its largest row count.  Fewer
-    programs to compile, at most ``factor`` x the rows to evaluate."""
+def _merge_shapes(groups: dict, factor: float | None, platform: str = "cpu") -> dict:
+    """Merge path groups of one block and phase count into fewer compiled programs; a merged group
+    is padded to its largest row count (zero rows change no estimate or bound, tests/test_sweep_build.py).
+
+    ``factor`` a number: buckets whose padded rows lie within ``factor`` of the smallest of their
+    group share it (greedy, ascending; 1: no merging).  ``None`` (the default): the partition of the
+    block's buckets (ascending, contiguous) that takes the least time by :data:`COST_NS` of the
+    platform -- a compilation, plus per row of the group's row count each point's evaluation and each
+    traffic's padding, stacking and copy to the device -- where a merged group's stacked traffics
+    hold at most the platform's :data:`MAX_STACK_ROWS` rows (memory)."""
     by = defaultdict(list)
     for (b_no, rows, ph), items in groups.items():
         by[(b_no, ph)].append((rows, items))
     out = {}
     for (b_no, ph), lst in by.items():
         lst.sort(key=lambda x: x[0])
-        cur, lo = [], None
-        for rows, items in lst:
-            if lo is not None and rows > factor * lo:
-                out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
-                cur, lo = [], None
-            if lo is None:
-                lo = rows
-            cur.append((rows, items))
-        out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
+        if factor is None:
+            key = platform if platform in COST_NS else "gpu"
+            parts = _cheapest_partition(lst, *COST_NS[key], MAX_STACK_ROWS[key])
+        else:
+            parts, cur, lo = [], [], None
+            for rows, items in lst:
+                if lo is not None and rows > factor * lo:
+                    parts.append(cur)
+                    cur, lo = [], None
+                if lo is None:
+                    lo = rows
+                cur.append((rows, items))
+            parts.append(cur)
+        for cur in parts:
+            out[(b_no, max(r for r, _ in cur), ph)] = [it for _, its in cur for it in its]
     return out
 
 
-def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, cache: dict, seen_work: dict,
-                     path_groups: dict, left: dict) -> None:
-    """Build the traffic of a path block's points ``idx`` and file them into ``path_groups``.
+#: ``(compile, evaluate a row for one point, pad + stack + copy a row of one traffic)``, ns, per platform
+#: (``_merge_shapes``; speed only, no result depends on them).  The 2-core CPU (8-GPU All-Gather, load
+#: 16-17, 2026-12-02): a compile of the path program 7.1-8.6 CPU s, an evaluation 1.1-1.9 CPU us a
+#: row; one H200 (2026-12-02 log): ~1.5 s a compile, ~9 ns a row (0.29 ms for 32,256 flows); a
+#: traffic row is 14 columns of 4 bytes, padded, stacked and copied: ~60 ns on either host
+COST_NS = {"cpu": (7.5e9, 1200.0, 60.0), "gpu": (1.5e9, 9.0, 60.0)}
+#: a merged group's stacked traffics hold at most this many rows (x 14 columns of 4 bytes: 3.8 GB on a
+#: CPU, 15 GB on an accelerator)
+MAX_STACK_ROWS = {"cpu": 1 << 26, "gpu": 1 << 28}
+
+
+def _cheapest_partition(lst: list, compile_ns: float, row_ns: float, stack_ns: float,
+                        max_stack_rows: int) -> list:
+    """Contiguous groups of ``lst`` (``(rows, items)`` ascending) minimizing the sum over groups of
+    ``compile_ns + rows x (points x row_ns + traffics x stack_ns)``, ``rows`` the group's largest
+    (dynamic programming over the cut points); a group of several buckets stacks at most
+    ``max_stack_rows`` rows."""
+    k = len(lst)
+    pts = [sum(len(it[0]) for it in items) for _, items in lst]
+    trs = [len({id(it[3]) for it in items}) for _, items in lst]
+    best = [0.0] + [float("inf")] * k     # best[j]: the cheapest partition of the first j buckets
+    cut = [0] * (k + 1)
+    for j in range(1, k + 1):
+        rows = lst[j - 1][0]
+        n_pts = n_tr = 0
+        for i in range(j - 1, -1, -1):   # group lst[i:j], padded to rows
+            n_pts += pts[i]
+            n_tr += trs[i]
+            if i < j - 1 and n_tr * rows > max_stack_rows:
+                break
+            c = best[i] + compile_ns + float(rows) * (n_pts * row_ns + n_tr * stack_ns)
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    parts, j = [], k
+    while j > 0:
+        parts.append(lst[cut[j]:j])
+        j = cut[j]
+    return parts[::-1]
+
+
+def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, seen_work: dict, reps: list) -> None:
+    """The points of a path block ``idx`` that need a traffic: append to ``reps`` one
+    ``(block no, point indices, hardware [n, fields], system, point, first index, candidate points)``
+    per set of points that share their traffic (checked against the work limits first).
 
     Points that differ only in continuous hardware axes that the placement does not read share
     their traffic, limits and candidates: one representative per such set is planned (the
@@ -196,20 +249,46 @@ def _plan_path_block(grid: Grid, lim: Limits, b_no: int, idx: np.ndarray, cache:
             hw[:, cont.index(a)] = np.asarray(vals, np.float64)[digits[sel, k]]
         # a path point is evaluated at each of its threadblock counts, and the fastest kept
         choices = tuple(dict(pt, tbs_per_gpu=t) for t in path_eval.tbs_choices(s, pt))
+        reps.append((b_no, idx[sel], hw, s, pt, i0, choices))
+
+
+def _build_path_traffic(grid: Grid, reps: list, cache: dict, path_groups: dict, left: dict,
+                        build_jobs: int) -> None:
+    """Build every distinct traffic of ``reps`` (:func:`_plan_path_block`; ``cache``: traffic key ->
+    PaddedTraffic, ``path_eval.traffic_for``'s) here or on ``build_jobs`` worker processes
+    (``sweep.trafficpool``), then file each point's candidates into ``path_groups`` in grid order;
+    the first point (in that order) whose traffic cannot be built raises."""
+    from . import trafficpool
+    todo, keys = {}, []
+    for _, _, _, s, _, _, choices in reps:
+        ks = [path_eval.traffic_key(s, c) for c in choices]
+        keys.append(ks)
+        for k, c in zip(ks, choices):
+            if k not in cache and k not in todo:
+                todo[k] = (len(todo), s, c)
+    built = trafficpool.build_all([(n, s, c) for n, s, c in todo.values()], build_jobs)
+    failed = {}
+    for k, (n, _, _) in todo.items():
+        st, v = built[n]
+        if st == "ok":
+            cache[k] = v
+        else:
+            failed[k] = v
+    for (b_no, sel_idx, hw, s, pt, i0, choices), ks in zip(reps, keys):
         got, err = [], None
-        for cpt in choices:
-            try:
-                got.append(path_eval.traffic_for(s, cpt, cache))
-            except ValueError as e:        # more threadblocks than the CUs hold: not a candidate
-                err = e
+        for k in ks:
+            if k in cache:
+                got.append(cache[k])
+            else:                          # more threadblocks than the CUs hold: not a candidate
+                err = failed[k]
         if not got or (err is not None and not isinstance(pt["tbs_per_gpu"], str)):
             desc = ", ".join(f"{a}={pt[a]}" for a in grid.names)
             raise ValueError(f"grid point {i0} ({desc}): {err}") from None
-        multi = np.full(sel.size, len(got) > 1)
+        multi = np.full(sel_idx.size, len(got) > 1)
         if len(got) > 1:
-            left.update((int(i), len(got)) for i in idx[sel])
+            left.update((int(i), len(got)) for i in sel_idx)
         for tr in got:
-            path_groups[(b_no, tr.n_rows, tr.n_phases)].append((idx[sel], hw, s, tr, multi))
+            path_groups[(b_no, tr.n_rows, tr.n_phases)].append((sel_idx, hw, s, tr, multi))
 
 
 def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) -> int:
@@ -230,8 +309,8 @@ def _check_point_work(lim: Limits, grid: Grid, i: int, pt: dict, s, seen: dict) 
 
 def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
               devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
-              merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
-              limits: Limits | None = None, jobs: int = 1):
+              merge_factor: float | None = MERGE_FACTOR, compile_threads: int | None = None,
+              limits: Limits | None = None, jobs: int = 1, build_jobs: int = 1):
     """Evaluate every point of ``grid``; the rows as a ``pandas.DataFrame`` in grid order.
 
     ``out``: ``None`` (the default: nothing touches the disk, the rows are kept in memory) or a
@@ -243,11 +322,15 @@ def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DE
 
     ``jobs``: the simulator points run on this many local processes, this one and ``jobs - 1``
     workers it starts (``sweep.simpool``; 1: this one alone); the rows do not depend on it.
+    ``build_jobs``: the path-model points' traffics are built on this many worker processes
+    (``sweep.trafficpool``; 1: here, one after another); on a CPU host the rows do not depend on it,
+    on an accelerator host NAP's granularity search then runs on the host CPU (its module doc).
     ``max_rows``: path-model chunk bound (points x padded flows); ``devices``:
     the mesh (default ``jax.devices()``); ``max_chunks``: stop after that many
     chunks (an interruption, for tests); ``cf_chunk``: closed-form points per
     chunk (default the grid's ``closed_form_chunk``); ``merge_factor``: path
-    shape buckets within this ratio share a compiled program (1: no merging);
+    shape buckets within this ratio share a compiled program (1: no merging; ``None``, the
+    default: merged where a compilation costs more than evaluating the padding, ``_merge_shapes``);
     ``compile_threads``: path-model programs compiled at once (default: CPU
     count, at most 8).  ``limits`` (default :class:`~nuna_jax.limits.Limits`): every path / sim
     point's system, threadblocks, steps, pages (and flits) are checked before its traffic is built,
@@ -265,7 +348,8 @@ def run_sweep(grid: Grid, out=None, *, progress: bool = True, max_rows: int = DE
     """
     summary, w = _execute(grid, out, progress=progress, max_rows=max_rows, devices=devices,
                           max_chunks=max_chunks, cf_chunk=cf_chunk, merge_factor=merge_factor,
-                          compile_threads=compile_threads, limits=limits, jobs=jobs, keep=True)
+                          compile_threads=compile_threads, limits=limits, jobs=jobs, build_jobs=build_jobs,
+                          keep=True)
     columns = ["index", *grid.names, *RESULT_COLUMNS]
     attrs = {"summary": summary}
     if out is not None and w.active:
@@ -290,8 +374,10 @@ def execute(grid: Grid, out, **kw) -> dict:
 
 def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
              devices=None, max_chunks: int | None = None, cf_chunk: int | None = None,
-             merge_factor: float = MERGE_FACTOR, compile_threads: int | None = None,
-             limits: Limits | None = None, jobs: int = 1, keep: bool = False):
+             merge_factor: float | None = MERGE_FACTOR, compile_threads: int | None = None,
+             limits: Limits | None = None, jobs: int = 1, build_jobs: int = 1, keep: bool = False):
+    if not (isinstance(build_jobs, (int, np.integer)) and not isinstance(build_jobs, bool) and build_jobs >= 1):
+        raise ValueError(f"build_jobs must be an integer >= 1, got {build_jobs!r}")
     if not (isinstance(jobs, (int, np.integer)) and not isinstance(jobs, bool) and jobs >= 1):
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     lim = limits or Limits()
@@ -322,6 +408,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
         sim_points = []                           # (flits, index, build system, system, point)
         sim_builders: dict = {}                   # traffic key -> system of its first point
         left: dict = {}                           # path point -> candidates not yet evaluated
+        path_reps: list = []                      # path points that need a traffic (_plan_path_block)
         seen_work: dict = {}
         sim_flits = 0
         t_plan = time.time()
@@ -331,7 +418,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
             idx = b.global_index(np.arange(b.n_points, dtype=np.int64))
             idx = idx[w.todo_mask(idx)]
             if b.fixed["model"] != "sim":
-                _plan_path_block(grid, lim, b_no, idx, cache, seen_work, path_groups, left)
+                _plan_path_block(grid, lim, b_no, idx, seen_work, path_reps)
                 continue
             for i in idx:
                 pt = grid.point(int(i))
@@ -345,7 +432,8 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
                 k = path_eval.traffic_key(s, pt)
                 build = sim_builders.setdefault(k, s)
                 sim_points.append((flits, int(i), build, s, pt))
-        path_groups = _merge_shapes(path_groups, merge_factor)
+        _build_path_traffic(grid, path_reps, cache, path_groups, left, build_jobs)
+        path_groups = _merge_shapes(path_groups, merge_factor, mesh.devices.flat[0].platform)
         plan_s = time.time() - t_plan
 
         todo = grid.n_points - already
@@ -472,7 +560,7 @@ def _execute(grid: Grid, out, *, progress: bool = True, max_rows: int = DEFAULT_
         runner.close(abort=aborted)   # an error or ^C: the workers are killed, not waited for
         w.close_lock()     # also on an error: the next run must not find the output locked
     summary = {"eval_s": eval_s, "compile_s": compile_s, "sim_s": sim_s, "sim_points": len(sim_points),
-               "jobs": int(jobs), "sim_here": runner.done_here,
+               "jobs": int(jobs), "build_jobs": int(build_jobs), "sim_here": runner.done_here,
                "sim_cpu_s": sim_cpu_s, "sim_workers_cpu_s": workers_cpu_s,
                "sim_on_workers": runner.on_workers, "n_points": grid.n_points, "already_done": already, "written": written,
                "complete": len(w.done) == grid.n_points if writer_proc else None,
