@@ -93,8 +93,10 @@ def stack_traffic(items, n_rows: int | None = None) -> Traffic:
 
 #: a hardware sweep on a CPU maps over its variants this many at a time (``lax.map(batch_size=)``): each
 #: step's tables stay in cache.  CPU ms per variant, 8-GPU 1 MB All-Gather, 1,008 threadblocks per GPU
-#: (2-core VM, load 11-13, side by side): vmap of 64 30, map 1 at a time 5.1-5.2, 2: 3.8-4.1, 4: 4.1-4.3, 8: 5.5-5.6
-MAP_BATCH = 2
+#: (2-core VM, load 11-13, side by side): vmap of 64 30, map 1 at a time 5.1-5.2, 2: 3.8-4.1, 4: 4.1-4.3, 8: 5.5-5.6.
+#: With the range reductions as two scatters (:data:`CPU_PLANS`; 2026-12-02, load 12-13, two runs side by
+#: side): 1 at a time 6.2-8.0, 2: 6.0-6.8, 4: 5.0-6.3, 8: 7.9-8.4
+MAP_BATCH = 4
 #: a CPU's map: the range reductions' two sparse-table updates as two scatters (``intervals.SPLIT``); every
 #: other reduction a scatter as outside a sweep.  Same numbers (tests/test_sweep.py, "bit_for_bit").
 CPU_PLANS = {"ext": SPLIT}
