@@ -94,7 +94,7 @@ def run(args) -> int:
     # whose figure needs the scenario itself
     key = None if args.plot else replay.record_key("place", args)
     rec = replay.load_record(key)
-    if rec is None:
+    if rec is None or not {"out", "padding", "labels"} <= rec.keys():     # absent, or another layout
         system = system_from_args(args)
         sc = scenario_from_args(args, system)
         out = {**summary(sc), **system_labels(args, system)}
