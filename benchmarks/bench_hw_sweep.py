@@ -8,8 +8,8 @@ and warm (the same grid again to a new file: what a user's second sweep pays).
 
 Prints a table and writes ``hw_sweep_<tag>_<date>.json``: seconds by stage, CPU seconds of this
 process, variants/s (wall and per CPU second) and the load average.  ``--max-rows`` (the sweep's
-points x padded rows per chunk; default 2^20 on a CPU, where the batch is mapped one pair of
-variants at a time and the bound does not apply, 2^26 on an accelerator: 2,048 variants of
+points x padded rows per chunk; default 2^20 on a CPU, where the batch is mapped
+``path_eval.MAP_BATCH`` variants at a time and the bound does not apply, 2^26 on an accelerator: 2,048 variants of
 32,768 rows per vmap).  ``--cpu-devices`` (default: every core): a CPU is split into that many
 JAX devices (``--xla_force_host_platform_device_count``) over which the sweep shards its batch.
 ``--no-plans``: an accelerator's vmap without the hoisted segment structure (the A/B of

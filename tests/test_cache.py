@@ -104,13 +104,69 @@ def test_store_keeps_to_its_size(store, monkeypatch):
     assert not list(store.glob(".tmp-*"))                       # the partial file written is removed
 
 
+def _entries(d):
+    """(scenario entries, command records) of a store directory."""
+    import pickle
+    sc, rec = [], []
+    for e in sorted(d.glob("*.pkl")):
+        with open(e, "rb") as f:
+            obj = pickle.load(f)["scenario"]
+        (rec if isinstance(obj, dict) and "record_format" in obj else sc).append(e)
+    return sc, rec
+
+
 def test_command_line_uses_the_store(tmp_path, monkeypatch, capsys):
     from nuna_jax.cli import main
     monkeypatch.setenv("NUNA_JAX_CACHE_DIR", str(tmp_path))
     argv = ["place", "--gpus", "2", "--collective", "allgather", "--size", "256KiB", "--policy", "ua", "--tbs", "2"]
     assert main(argv) == 0
     first = capsys.readouterr().out
-    assert len(list((tmp_path / "scenarios").glob("*.pkl"))) == 1 and (tmp_path / "xla").is_dir()
+    sc, rec = _entries(tmp_path / "scenarios")
+    assert len(sc) == 1 and len(rec) == 1 and (tmp_path / "xla").is_dir()
     monkeypatch.setattr(scn, "_make_scenario", lambda *a, **k: (_ for _ in ()).throw(AssertionError("rebuilt")))
-    assert main(argv) == 0
+    assert main(argv) == 0                      # the command's record
     assert capsys.readouterr().out == first
+    rec[0].unlink()
+    assert main(argv) == 0                      # no record: the stored scenario, not a build
+    assert capsys.readouterr().out == first
+    assert len(_entries(tmp_path / "scenarios")[1]) == 1   # and the record is back
+
+
+def test_record_key_covers_the_arguments_and_files(tmp_path, monkeypatch):
+    """cli.replay: every argument but --json, a named file's bytes (not its path) and 64-bit
+    floats are in a command record's key; the store's off switch turns records off."""
+    import argparse
+    from nuna_jax.cli import replay
+    monkeypatch.setenv("NUNA_JAX_CACHE_DIR", str(tmp_path))
+    cache.use_scenarios(True)
+    try:
+        base = dict(command="place", system="table2", gpus=8, collective="allgather", plan=None, size="1MB",
+                    policy="nap+nar", tbs=None, nar_granularity=None, algorithm="direct", placement=None,
+                    plot=None, max_work=1.0, json=False)
+        key = lambda **kw: replay.record_key("place", argparse.Namespace(**{**base, **kw}))  # noqa: E731
+        k0 = key()
+        assert key() == k0 and key(json=True) == k0
+        for change in (dict(gpus=4), dict(gpus=None), dict(size="1MiB"), dict(policy="ua"), dict(tbs="best"),
+                       dict(tbs=7), dict(nar_granularity=4), dict(algorithm="ring"), dict(max_work=0.5),
+                       dict(max_work=float(np.nextafter(1.0, 2.0))), dict(collective="allreduce"),
+                       dict(plot="x.png"), dict(unknown_new_option=1)):
+            assert key(**change) != k0, change
+        assert replay.record_key("estimate", argparse.Namespace(**base)) != k0
+        a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+        a.write_text('base = "table2"\n')
+        b.write_text('base = "table2"\n')
+        ka = key(system=str(a))
+        assert ka != k0 and key(system=str(b)) != ka          # the path is an argument too
+        b.write_text('base = "table2"\nhbm_latency_ns = 101.0\n')
+        kb = key(system=str(b))
+        a.write_text(b.read_text())
+        assert key(system=str(a)) not in (ka, kb)              # same path, other bytes: a new key
+        monkeypatch.setenv("JAX_ENABLE_X64", "1")
+        assert key() != k0
+        monkeypatch.delenv("JAX_ENABLE_X64")
+        with pytest.raises(TypeError, match="not a plain value"):
+            replay.store_record(k0, {"out": {"system": preset("table2")}})
+        monkeypatch.setenv("NUNA_JAX_CACHE_DIR", "")
+        assert key() is None and replay.load_record(None) is None and not replay.store_record(None, {})
+    finally:
+        cache.use_scenarios(False)

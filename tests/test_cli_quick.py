@@ -96,3 +96,48 @@ def test_light_names_equal_the_library():
     assert names.KERNEL_OPS == K.OPS and names.KERNEL_SCHEDULES == K.SCHEDULES
     assert names.KERNEL_MECHANISMS == K.MECHANISMS
     assert list(names.KERNEL_PRESETS) == kernel_preset_names()
+
+
+_HIT_CHILD = r"""
+import contextlib, io, json, sys
+from nuna_jax.cli import main
+argv = json.loads(sys.argv[1])
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    rc = main(argv)
+print(json.dumps({"rc": rc, "stdout": buf.getvalue(), "heavy": sorted(m for m in %r if m in sys.modules)}))
+""" % (HEAVY,)
+
+
+def test_place_store_hit_imports_no_jax(tmp_path, monkeypatch, capsys):
+    """The second ``place`` of a case answers from its stored record (cli.replay): the same stdout as
+    a build, text and JSON, and no jax, flax or numba loaded (issue 23: the second place under 3 s);
+    with ``--plot`` nothing is replayed (the figure needs the scenario)."""
+    from nuna_jax import cache
+    from nuna_jax.cli import main, place, replay
+    argv = ["place", "--gpus", "2", "--collective", "allgather", "--size", "256KiB", "--policy", "ua", "--tbs", "2"]
+    built = {}
+    monkeypatch.setenv("NUNA_JAX_CACHE_DIR", "")            # store off: plain builds
+    for extra in ([], ["--json"]):
+        assert main(argv + extra) == 0
+        built[bool(extra)] = capsys.readouterr().out
+    monkeypatch.setenv("NUNA_JAX_CACHE_DIR", str(tmp_path))
+    try:
+        assert main(argv) == 0 and capsys.readouterr().out == built[False]      # builds, stores the record
+        env = dict(_env(), NUNA_JAX_CACHE_DIR=str(tmp_path))
+        for extra in ([], ["--json"]):
+            r = subprocess.run([sys.executable, "-c", _HIT_CHILD, json.dumps(argv + extra)], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr[-2000:]
+            got = json.loads(r.stdout.strip().splitlines()[-1])
+            assert got["rc"] == 0 and got["heavy"] == [], got
+            assert got["stdout"] == built[bool(extra)]
+        keys, drawn = [], []
+        real = replay.load_record
+        monkeypatch.setattr(replay, "load_record", lambda k: keys.append(k) or real(k))
+        monkeypatch.setattr(place, "write_plot", lambda args, fig: drawn.append(args.plot))
+        assert main(argv + ["--plot", str(tmp_path / "p.png")]) == 0
+        assert keys == [None] and drawn == [str(tmp_path / "p.png")]
+        assert capsys.readouterr().out == built[False]
+    finally:
+        cache.use_scenarios(False)

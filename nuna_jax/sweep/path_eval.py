@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import contention as K
+from ..models.contention.intervals import SPLIT
 from ..models.contention.objective import estimate_phases, lower_bound_phases
 from ..scenario import make_scenario
 from ..system import System
@@ -102,8 +103,13 @@ def stack_traffic(items, n_rows: int | None = None) -> Traffic:
 
 #: a hardware sweep on a CPU maps over its variants this many at a time (``lax.map(batch_size=)``): each
 #: step's tables stay in cache.  CPU ms per variant, 8-GPU 1 MB All-Gather, 1,008 threadblocks per GPU
-#: (2-core VM, load 11-13, side by side): vmap of 64 30, map 1 at a time 5.1-5.2, 2: 3.8-4.1, 4: 4.1-4.3, 8: 5.5-5.6
-MAP_BATCH = 2
+#: (2-core VM, load 11-13, side by side): vmap of 64 30, map 1 at a time 5.1-5.2, 2: 3.8-4.1, 4: 4.1-4.3, 8: 5.5-5.6.
+#: With the range reductions as two scatters (:data:`CPU_PLANS`; 2026-12-02, load 12-13, two runs side by
+#: side): 1 at a time 6.2-8.0, 2: 6.0-6.8, 4: 5.0-6.3, 8: 7.9-8.4
+MAP_BATCH = 4
+#: a CPU's map: the range reductions' two sparse-table updates as two scatters (``intervals.SPLIT``); every
+#: other reduction a scatter as outside a sweep.  Same numbers (tests/test_sweep.py, "bit_for_bit").
+CPU_PLANS = {"ext": SPLIT}
 #: accelerators: the traffic's segment structure hoisted out of the vmap (``contention.sweep_plans``):
 #: gathers instead of scatters, same numbers.  (On a CPU's map it saves nothing: 5.2-5.7 vs 5.1-5.2 ms.)
 HOIST_PLANS = True
@@ -144,7 +150,9 @@ def path_batch_fn(n_phases: int, mesh) -> callable:
             one = lambda hh: costs(jax.tree_util.tree_map(pick(hh), systems), t, plans)  # noqa: E731
             if vec:
                 return jax.vmap(one)(h)
-            # a CPU: each device maps over its share of the batch, one variant after another
+            # a CPU: each device maps over its share of the batch, MAP_BATCH variants at a time, the
+            # sparse tables' updates as two scatters (intervals.SPLIT)
+            one = lambda hh: costs(jax.tree_util.tree_map(pick(hh), systems), t, CPU_PLANS)  # noqa: E731
             spec = jax.sharding.PartitionSpec("d")
             return jax.shard_map(lambda hh: jax.lax.map(one, hh, batch_size=MAP_BATCH), mesh=mesh, in_specs=spec,
                                  out_specs=(spec, spec), check_vma=False)(h)
