@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import pickle
+import sys
 import tempfile
 from pathlib import Path
 
@@ -132,13 +133,24 @@ def _file_digest(path) -> str:
     return h.hexdigest()
 
 
+def _x64_enabled() -> bool:
+    """Whether JAX computes in 64-bit floats here: its config once jax is imported, else JAX_ENABLE_X64.
+
+    64-bit floats change the path model's estimates and so NAP's granularity and threadblock choices."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        return bool(jax.config.jax_enable_x64)
+    return os.environ.get("JAX_ENABLE_X64", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def scenario_key(system, args: dict, limits_factor: float) -> str:
-    """The store's key of ``make_scenario(system, **args)`` under a work-limit factor (hex SHA-256)."""
+    """The store's key of ``make_scenario(system, **args)`` under a work-limit factor and the float
+    width in effect (hex SHA-256)."""
     parts = dict(args)
     if parts.get("plan_file") is not None:
         parts["plan_file"] = _file_digest(parts["plan_file"])     # the bytes, not the name
     doc = {"format": _FORMAT, "code": _code_version(), "system": _plain(system), "args": _plain(parts),
-           "limits": _plain(float(limits_factor))}
+           "limits": _plain(float(limits_factor)), "x64": _x64_enabled()}
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

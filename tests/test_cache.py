@@ -52,6 +52,14 @@ def test_key_covers_every_input(tmp_path):
         assert cache.scenario_key(s, {**ARGS, **change}, 1.0) != k0, change
     assert cache.scenario_key(s.replace(n_gpus=4), ARGS, 1.0) != k0
     assert cache.scenario_key(s, ARGS, 0.5) != k0
+    import jax
+    was = jax.config.jax_enable_x64
+    try:                                  # 64-bit floats change NAP's estimates: another entry
+        jax.config.update("jax_enable_x64", not was)
+        assert cache.scenario_key(s, ARGS, 1.0) != k0
+    finally:
+        jax.config.update("jax_enable_x64", was)
+    assert cache.scenario_key(s, ARGS, 1.0) == k0
     # an MSCCL file is keyed by its bytes, not its name
     a, b = tmp_path / "a.xml", tmp_path / "b.xml"
     a.write_text("<algo/>")
