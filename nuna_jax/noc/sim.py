@@ -151,6 +151,9 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     ovs = np.zeros((NIV, K.N_OVS), np.int64)
     ovs[:, K.O_OWN] = -1
     ovs[:, K.O_CRED] = B
+    # per router output port: the mask of free output VCs (bit v: VC v unowned); bge[a]: the bits >= a
+    bge = np.array([(((1 << 64) - 1) >> a << a) for a in range(65)], np.uint64).view(np.int64)
+    ofree = i64(N * P, int(np.uint64((1 << V) - 1).view(np.int64)))
     nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
@@ -161,7 +164,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, nem, rfl, ivs, ovs, ofree, bge, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
