@@ -404,8 +404,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 i = base + li
                 if ivs[i, I_ST] != 2 or ivs[i, I_CNT] == 0 or ivs[i, I_RDY] > c:
                     continue
-                if bq[i * B + ivs[i, I_HEAD], Q_ARR] > c:
-                    continue
                 o = ivs[i, I_PORT]
                 if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:
                     continue
