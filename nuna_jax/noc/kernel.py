@@ -49,10 +49,12 @@ def seed_rng(seed):
     np.random.seed(seed)
 
 
-#: fields of an input VC's row (``ivs``): state (0 idle, 1 routed, 2 active), ready cycle, free-from
-#: cycle, output port, output VC, VC range lo/hi, buffer head / count, VC-allocation accept pointer
-(I_ST, I_RDY, I_FREE, I_PORT, I_VC, I_LO, I_HI, I_HEAD, I_CNT, I_AP) = range(10)
-N_IVS = 10
+#: fields of an input VC's row (``ivs``): state (0 idle, 1 routed, 2 active), ready cycle (idle: the
+#: cycle it became free), output port, output VC, VC class (the output VCs it may take: 0 all, 1 the
+#: lower half, 2 the upper half; ``vcls``'s masks), buffer head / count, VC-allocation accept pointer:
+#: eight fields, 32 bytes in int32 (two rows a cache line)
+(I_ST, I_RDY, I_PORT, I_VC, I_CLS, I_HEAD, I_CNT, I_AP) = range(8)
+N_IVS = 8
 #: fields of an output VC's row (``ovs``): owning input VC (-1 free), credits, tail sent, grant pointer
 (O_OWN, O_CRED, O_TAIL, O_GP) = range(4)
 N_OVS = 4
@@ -136,7 +138,7 @@ def _enqueue(j, B, p, fi, t, bq, ivs):
 @_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bq, nem, rfl, ivs, ovs, ofree, bge, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
+               bq, nem, rfl, ivs, ovs, ofree, bge, vcls, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
@@ -291,7 +293,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     q = i * B + ivs[i, I_HEAD]
                     p = bq[q, Q_PK]
                     arr = bq[q, Q_ARR]
-                    rdy = arr if arr > ivs[i, I_FREE] else ivs[i, I_FREE]
+                    rdy = arr if arr > ivs[i, I_RDY] else ivs[i, I_RDY]
                     ivs[i, I_RDY] = rdy + RD
                     d = pk[p, K_DST]
                     inp = actp[t]
@@ -310,20 +312,18 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         if inp == EJ or inp // 2 != o // 2:
                             pk[p, K_PH] = 0          # a new dimension: before its dateline
                         if pk[p, K_PH] == 1 or wrap[r * P + o] == 1:
-                            ivs[i, I_LO] = half
-                            ivs[i, I_HI] = V - 1
+                            ivs[i, I_CLS] = 2
                         else:
-                            ivs[i, I_LO] = 0
-                            ivs[i, I_HI] = half - 1
+                            ivs[i, I_CLS] = 1
                     else:
-                        ivs[i, I_LO] = 0
-                        ivs[i, I_HI] = V - 1
+                        ivs[i, I_CLS] = 0
                     ivs[i, I_ST] = 1
                 if ivs[i, I_ST] == 1 and ivs[i, I_RDY] <= c:
                     req_i[nreq] = li
                     nreq += 1
             # 3b. VC allocation (iSLIP, one iteration) over the masks of free output VCs (``ofree``: bit
-            # ``ov`` of port row ``r * P + o`` set while output VC ``ov`` is unowned; ``bge[a]``: bits >= a)
+            # ``ov`` of port row ``r * P + o`` set while output VC ``ov`` is unowned; ``bge[a]``: bits >= a;
+            # ``vcls[k]``: the VCs of class k)
             if nreq > 0:
                 for t in range(nreq):
                     vcnt[ivs[base + req_i[t], I_PORT]] = 0
@@ -334,7 +334,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
                         continue
-                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
+                    m = ofree[r * P + o] & vcls[ivs[i, I_CLS]]
                     while m != 0:
                         low = m & (-m)
                         m ^= low
@@ -347,7 +347,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:
                         continue
-                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
+                    m = ofree[r * P + o] & vcls[ivs[i, I_CLS]]
                     while m != 0:
                         low = m & (-m)
                         m ^= low
@@ -362,7 +362,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     li = req_i[t]
                     i = base + li
                     o = ivs[i, I_PORT]
-                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
+                    m = ofree[r * P + o] & vcls[ivs[i, I_CLS]]
                     if m == 0:
                         continue
                     best = -1
@@ -508,8 +508,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ovs[oi, O_OWN] = -1
                         ofree[r * P + o] |= np.int64(1) << ov
                     ivs[i, I_ST] = 0
-                    ivs[i, I_FREE] = c + SAD
-                else:
-                    ivs[i, I_RDY] = c + SAD
+                ivs[i, I_RDY] = c + SAD
         c += 1
     return c, 0
