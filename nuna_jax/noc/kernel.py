@@ -67,10 +67,10 @@ N_BQ = 3
 N_PK = 7
 
 #: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
-#: numba's runtime, so it allocates nothing): lengths P*V x 6, P*S*P x 5, P x 2, P*S x 2, P
-(R_REQ, R_ACT, R_ACTP, R_ACTV, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
- R_XACC, R_XD, R_VCNT) = range(16)
-N_SCRATCH = 16
+#: numba's runtime, so it allocates nothing): lengths P*V x 3, P*S*P x 5, P x 2, P*S x 2, P
+(R_REQ, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
+ R_XACC, R_XD, R_VCNT) = range(13)
+N_SCRATCH = 13
 
 
 def scratch(P, V, S):
@@ -157,9 +157,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
     half = V // 2
     # per-router scratch (rows of scr)
     req_i = scr[R_REQ]
-    act = scr[R_ACT]
-    actp = scr[R_ACTP]
-    actv = scr[R_ACTV]
     m = np.int64(0)
     grant = scr[R_GRANT]
     gdist = scr[R_GDIST]
@@ -272,9 +269,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
             if rfl[r] == 0:
                 continue
             base = r * PV
-            # 3a. route idle VCs with a head at the front; collect VC-allocation requests
+            # 3a. one pass over the non-empty VCs (port by port, VC by VC): route idle VCs with a head at
+            # the front, collect VC-allocation requests and switch requests (an active VC whose front flit
+            # is ready and whose output VC has a credit: VC allocation below neither makes another VC
+            # ready this cycle -- a grant is usable vc_alloc_delay >= 1 cycles later -- nor moves a credit)
             nreq = 0
-            nact = 0
+            nsr = 0
             for inp in range(P):
                 m = nem[r * P + inp]
                 while m != 0:
@@ -282,45 +282,61 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     m ^= low
                     v = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
                     li = inp * V + v
-                    act[nact] = li
-                    actp[nact] = inp
-                    actv[nact] = v
-                    nact += 1
-            for t in range(nact):
-                li = act[t]
-                i = base + li
-                if ivs[i, I_ST] == 0:
-                    q = i * B + ivs[i, I_HEAD]
-                    p = bq[q, Q_PK]
-                    arr = bq[q, Q_ARR]
-                    rdy = arr if arr > ivs[i, I_RDY] else ivs[i, I_RDY]
-                    ivs[i, I_RDY] = rdy + RD
-                    d = pk[p, K_DST]
-                    inp = actp[t]
-                    o = EJ
-                    for dim in range(D):
-                        x = coord[r * D + dim]
-                        y = coord[d * D + dim]
-                        if x != y:
-                            if TORUS == 1:
-                                o = 2 * dim + ((pk[p, K_DIR] >> dim) & 1)
+                    i = base + li
+                    sti = ivs[i, I_ST]
+                    if sti == 2:
+                        if ivs[i, I_RDY] > c:
+                            continue
+                        o = ivs[i, I_PORT]
+                        if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:
+                            continue
+                        x = inp * S + (v % S if S > 1 else 0)
+                        dd = v - svp[r * PSX + x]
+                        if dd < 0:
+                            dd += V
+                        t = x * P + o
+                        if sreq_vc[t] < 0:
+                            sl_t[nsr] = t
+                            sl_x[nsr] = x
+                            sl_o[nsr] = o
+                            nsr += 1
+                            sreq_vc[t] = v
+                            sreq_d[t] = dd
+                        elif dd < sreq_d[t]:
+                            sreq_vc[t] = v
+                            sreq_d[t] = dd
+                        continue
+                    if sti == 0:
+                        q = i * B + ivs[i, I_HEAD]
+                        p = bq[q, Q_PK]
+                        arr = bq[q, Q_ARR]
+                        rdy = arr if arr > ivs[i, I_RDY] else ivs[i, I_RDY]
+                        ivs[i, I_RDY] = rdy + RD
+                        d = pk[p, K_DST]
+                        o = EJ
+                        for dim in range(D):
+                            x = coord[r * D + dim]
+                            y = coord[d * D + dim]
+                            if x != y:
+                                if TORUS == 1:
+                                    o = 2 * dim + ((pk[p, K_DIR] >> dim) & 1)
+                                else:
+                                    o = 2 * dim if y > x else 2 * dim + 1
+                                break
+                        ivs[i, I_PORT] = o
+                        if TORUS == 1 and o != EJ:
+                            if inp == EJ or inp // 2 != o // 2:
+                                pk[p, K_PH] = 0          # a new dimension: before its dateline
+                            if pk[p, K_PH] == 1 or wrap[r * P + o] == 1:
+                                ivs[i, I_CLS] = 2
                             else:
-                                o = 2 * dim if y > x else 2 * dim + 1
-                            break
-                    ivs[i, I_PORT] = o
-                    if TORUS == 1 and o != EJ:
-                        if inp == EJ or inp // 2 != o // 2:
-                            pk[p, K_PH] = 0          # a new dimension: before its dateline
-                        if pk[p, K_PH] == 1 or wrap[r * P + o] == 1:
-                            ivs[i, I_CLS] = 2
+                                ivs[i, I_CLS] = 1
                         else:
-                            ivs[i, I_CLS] = 1
-                    else:
-                        ivs[i, I_CLS] = 0
-                    ivs[i, I_ST] = 1
-                if ivs[i, I_ST] == 1 and ivs[i, I_RDY] <= c:
-                    req_i[nreq] = li
-                    nreq += 1
+                            ivs[i, I_CLS] = 0
+                        ivs[i, I_ST] = 1
+                    if ivs[i, I_RDY] <= c:
+                        req_i[nreq] = li
+                        nreq += 1
             # 3b. VC allocation (iSLIP, one iteration) over the masks of free output VCs (``ofree``: bit
             # ``ov`` of port row ``r * P + o`` set while output VC ``ov`` is unowned; ``bge[a]``: bits >= a;
             # ``vcls[k]``: the VCs of class k)
@@ -398,32 +414,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ivs[i, I_ST] = 2
                         ivs[i, I_RDY] = c + VAD
             # 3c. switch allocation (iSLIP, one iteration) and traversal
-            nsr = 0
-            for t2 in range(nact):
-                li = act[t2]
-                i = base + li
-                if ivs[i, I_ST] != 2 or ivs[i, I_CNT] == 0 or ivs[i, I_RDY] > c:
-                    continue
-                o = ivs[i, I_PORT]
-                if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:
-                    continue
-                inp = actp[t2]
-                v = actv[t2]
-                x = inp * S + (v % S if S > 1 else 0)
-                dd = v - svp[r * PSX + x]
-                if dd < 0:
-                    dd += V
-                t = x * P + o
-                if sreq_vc[t] < 0:
-                    sl_t[nsr] = t
-                    sl_x[nsr] = x
-                    sl_o[nsr] = o
-                    nsr += 1
-                    sreq_vc[t] = v
-                    sreq_d[t] = dd
-                elif dd < sreq_d[t]:
-                    sreq_vc[t] = v
-                    sreq_d[t] = dd
             if nsr == 0:
                 continue
             for a_ in range(nsr):
