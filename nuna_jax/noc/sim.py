@@ -2,7 +2,9 @@
 
 ``warmup_periods`` periods of ``sample_period`` cycles warm the network up (statistics cleared
 at the start of every even warm-up period and at the end of the warm-up); then sample periods
-run, every packet created in them being *measured*, until the cumulative average packet latency
+run, every packet created in them being *measured* (and, as BookSim2 marks a packet when it
+reaches the head of its source queue, every packet created while warming up that reaches it only
+once the sample periods have begun), until the cumulative average packet latency
 and accepted rate have each changed by less than ``stopping_threshold`` /
 ``acc_stopping_threshold`` three periods in a row, or ``max_samples`` periods in all have run;
 then the network drains until every measured packet has arrived (traffic keeps flowing).  A
