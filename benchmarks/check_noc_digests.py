@@ -6,11 +6,13 @@ rate, both VC buffer depths, every seed), plus a torus and the other traffic pat
     python benchmarks/check_noc_digests.py            # compare with it; exit 1 on any difference
     python benchmarks/check_noc_digests.py --quick    # the first two seeds of each point only
 
-The recorded file was written by the code before the speed changes (its ``commit`` says which);
-every later change must reproduce each run's latencies, accepted rate, hops, cycles and flit-hops
-exactly (floats compared with ``==``).  Independently of the record, the packet latencies are also
-compared with the ``per_seed_latency`` lists of experiments/out/validate_booksim.json (computed by
-main when the validation ran).  Needs BookSim2's configuration files (../shared/tools/booksim2).
+The recorded file was written by the code of its ``commit``; every later speed change must
+reproduce each run's latencies, accepted rate, hops, cycles and flit-hops exactly (floats compared
+with ``==``).  Independently of the record, the packet latencies are also compared with the
+``per_seed_latency`` lists of experiments/out/validate_booksim.json (written by the validation run).
+History: 26dfe76 wrote the first record, and the kernel's speed changes up to e53e43a reproduced all
+408 runs of it bit for bit; 3e24f01 changed the model (packets measured as BookSim2 marks them), so
+the record and the validation were rewritten by that code.  Needs BookSim2's configuration files (../shared/tools/booksim2).
 """
 
 from __future__ import annotations

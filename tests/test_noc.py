@@ -339,8 +339,9 @@ def test_committed_validation_latency_well_below_saturation():
 
 
 @pytest.mark.xfail(strict=True, reason="open: at 0.007 packets/node/cycle (95 % of saturation) on mesh88_lat.cfg the "
-                                       "24-seed means differ by -6.0 % / -6.7 % (buffers 8 / 4), within one standard "
-                                       "error (6.9 % / 5.3 %) of zero (docs/noc.md 'Validation')")
+                                       "24-seed means differ by -5.2 % (buffers 8; -5.0 % with 4); over 56 seeds "
+                                       "-1.4 % +- 4.4 % / -4.6 % +- 4.1 %: seed noise "
+                                       "(experiments/out/booksim_seed_noise.json, docs/noc.md 'Validation')")
 def test_committed_validation_latency_at_every_rate_below_saturation():
     for r in _record():
         for p in r["points"]:
