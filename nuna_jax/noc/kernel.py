@@ -49,12 +49,10 @@ def seed_rng(seed):
     np.random.seed(seed)
 
 
-#: fields of an input VC's row (``ivs``): state (0 idle, 1 routed, 2 active), ready cycle (idle: the
-#: cycle it became free), output port, output VC, VC class (the output VCs it may take: 0 all, 1 the
-#: lower half, 2 the upper half; ``vcls``'s masks), buffer head / count, VC-allocation accept pointer:
-#: eight fields, 32 bytes in int32 (two rows a cache line)
-(I_ST, I_RDY, I_PORT, I_VC, I_CLS, I_HEAD, I_CNT, I_AP) = range(8)
-N_IVS = 8
+#: fields of an input VC's row (``ivs``): state (0 idle, 1 routed, 2 active), ready cycle, free-from
+#: cycle, output port, output VC, VC range lo/hi, buffer head / count, VC-allocation accept pointer
+(I_ST, I_RDY, I_FREE, I_PORT, I_VC, I_LO, I_HI, I_HEAD, I_CNT, I_AP) = range(10)
+N_IVS = 10
 #: fields of an output VC's row (``ovs``): owning input VC (-1 free), credits, tail sent, grant pointer
 (O_OWN, O_CRED, O_TAIL, O_GP) = range(4)
 N_OVS = 4
@@ -67,10 +65,10 @@ N_BQ = 3
 N_PK = 7
 
 #: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
-#: numba's runtime, so it allocates nothing): lengths P*V x 3, P*S*P x 5, P x 2, P*S x 2, P
-(R_REQ, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
- R_XACC, R_XD, R_VCNT) = range(13)
-N_SCRATCH = 13
+#: numba's runtime, so it allocates nothing): lengths P*V x 6, P*S*P x 5, P x 2, P*S x 2, P
+(R_REQ, R_ACT, R_ACTP, R_ACTV, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
+ R_XACC, R_XD, R_VCNT) = range(16)
+N_SCRATCH = 16
 
 
 def scratch(P, V, S):
@@ -138,7 +136,7 @@ def _enqueue(j, B, p, fi, t, bq, ivs):
 @_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bq, nem, rfl, ivs, ovs, ofree, bge, vcls, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
+               bq, nem, rfl, ivs, ovs, ofree, bge, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured, and those created while warming up that reach the head of
     their source queue now), 2 drain (stop once the measured packets are out).  Returns
@@ -158,6 +156,9 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
     half = V // 2
     # per-router scratch (rows of scr)
     req_i = scr[R_REQ]
+    act = scr[R_ACT]
+    actp = scr[R_ACTP]
+    actv = scr[R_ACTV]
     m = np.int64(0)
     grant = scr[R_GRANT]
     gdist = scr[R_GDIST]
@@ -282,12 +283,9 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
             if rfl[r] == 0:
                 continue
             base = r * PV
-            # 3a. one pass over the non-empty VCs (port by port, VC by VC): route idle VCs with a head at
-            # the front, collect VC-allocation requests and switch requests (an active VC whose front flit
-            # is ready and whose output VC has a credit: VC allocation below neither makes another VC
-            # ready this cycle -- a grant is usable vc_alloc_delay >= 1 cycles later -- nor moves a credit)
+            # 3a. route idle VCs with a head at the front; collect VC-allocation requests
             nreq = 0
-            nsr = 0
+            nact = 0
             for inp in range(P):
                 m = nem[r * P + inp]
                 while m != 0:
@@ -295,64 +293,50 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     m ^= low
                     v = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
                     li = inp * V + v
-                    i = base + li
-                    sti = ivs[i, I_ST]
-                    if sti == 2:
-                        if ivs[i, I_RDY] > c:
-                            continue
-                        o = ivs[i, I_PORT]
-                        if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:
-                            continue
-                        x = inp * S + (v % S if S > 1 else 0)
-                        dd = v - svp[r * PSX + x]
-                        if dd < 0:
-                            dd += V
-                        t = x * P + o
-                        if sreq_vc[t] < 0:
-                            sl_t[nsr] = t
-                            sl_x[nsr] = x
-                            sl_o[nsr] = o
-                            nsr += 1
-                            sreq_vc[t] = v
-                            sreq_d[t] = dd
-                        elif dd < sreq_d[t]:
-                            sreq_vc[t] = v
-                            sreq_d[t] = dd
-                        continue
-                    if sti == 0:
-                        q = i * B + ivs[i, I_HEAD]
-                        p = bq[q, Q_PK]
-                        arr = bq[q, Q_ARR]
-                        rdy = arr if arr > ivs[i, I_RDY] else ivs[i, I_RDY]
-                        ivs[i, I_RDY] = rdy + RD
-                        d = pk[p, K_DST]
-                        o = EJ
-                        for dim in range(D):
-                            x = coord[r * D + dim]
-                            y = coord[d * D + dim]
-                            if x != y:
-                                if TORUS == 1:
-                                    o = 2 * dim + ((pk[p, K_DIR] >> dim) & 1)
-                                else:
-                                    o = 2 * dim if y > x else 2 * dim + 1
-                                break
-                        ivs[i, I_PORT] = o
-                        if TORUS == 1 and o != EJ:
-                            if inp == EJ or inp // 2 != o // 2:
-                                pk[p, K_PH] = 0          # a new dimension: before its dateline
-                            if pk[p, K_PH] == 1 or wrap[r * P + o] == 1:
-                                ivs[i, I_CLS] = 2
+                    act[nact] = li
+                    actp[nact] = inp
+                    actv[nact] = v
+                    nact += 1
+            for t in range(nact):
+                li = act[t]
+                i = base + li
+                if ivs[i, I_ST] == 0:
+                    q = i * B + ivs[i, I_HEAD]
+                    p = bq[q, Q_PK]
+                    arr = bq[q, Q_ARR]
+                    rdy = arr if arr > ivs[i, I_FREE] else ivs[i, I_FREE]
+                    ivs[i, I_RDY] = rdy + RD
+                    d = pk[p, K_DST]
+                    inp = actp[t]
+                    o = EJ
+                    for dim in range(D):
+                        x = coord[r * D + dim]
+                        y = coord[d * D + dim]
+                        if x != y:
+                            if TORUS == 1:
+                                o = 2 * dim + ((pk[p, K_DIR] >> dim) & 1)
                             else:
-                                ivs[i, I_CLS] = 1
+                                o = 2 * dim if y > x else 2 * dim + 1
+                            break
+                    ivs[i, I_PORT] = o
+                    if TORUS == 1 and o != EJ:
+                        if inp == EJ or inp // 2 != o // 2:
+                            pk[p, K_PH] = 0          # a new dimension: before its dateline
+                        if pk[p, K_PH] == 1 or wrap[r * P + o] == 1:
+                            ivs[i, I_LO] = half
+                            ivs[i, I_HI] = V - 1
                         else:
-                            ivs[i, I_CLS] = 0
-                        ivs[i, I_ST] = 1
-                    if ivs[i, I_RDY] <= c:
-                        req_i[nreq] = li
-                        nreq += 1
+                            ivs[i, I_LO] = 0
+                            ivs[i, I_HI] = half - 1
+                    else:
+                        ivs[i, I_LO] = 0
+                        ivs[i, I_HI] = V - 1
+                    ivs[i, I_ST] = 1
+                if ivs[i, I_ST] == 1 and ivs[i, I_RDY] <= c:
+                    req_i[nreq] = li
+                    nreq += 1
             # 3b. VC allocation (iSLIP, one iteration) over the masks of free output VCs (``ofree``: bit
-            # ``ov`` of port row ``r * P + o`` set while output VC ``ov`` is unowned; ``bge[a]``: bits >= a;
-            # ``vcls[k]``: the VCs of class k)
+            # ``ov`` of port row ``r * P + o`` set while output VC ``ov`` is unowned; ``bge[a]``: bits >= a)
             if nreq > 0:
                 for t in range(nreq):
                     vcnt[ivs[base + req_i[t], I_PORT]] = 0
@@ -363,7 +347,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
                         continue
-                    m = ofree[r * P + o] & vcls[ivs[i, I_CLS]]
+                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
                     while m != 0:
                         low = m & (-m)
                         m ^= low
@@ -376,7 +360,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:
                         continue
-                    m = ofree[r * P + o] & vcls[ivs[i, I_CLS]]
+                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
                     while m != 0:
                         low = m & (-m)
                         m ^= low
@@ -391,7 +375,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     li = req_i[t]
                     i = base + li
                     o = ivs[i, I_PORT]
-                    m = ofree[r * P + o] & vcls[ivs[i, I_CLS]]
+                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
                     if m == 0:
                         continue
                     best = -1
@@ -427,6 +411,32 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ivs[i, I_ST] = 2
                         ivs[i, I_RDY] = c + VAD
             # 3c. switch allocation (iSLIP, one iteration) and traversal
+            nsr = 0
+            for t2 in range(nact):
+                li = act[t2]
+                i = base + li
+                if ivs[i, I_ST] != 2 or ivs[i, I_CNT] == 0 or ivs[i, I_RDY] > c:
+                    continue
+                o = ivs[i, I_PORT]
+                if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:
+                    continue
+                inp = actp[t2]
+                v = actv[t2]
+                x = inp * S + (v % S if S > 1 else 0)
+                dd = v - svp[r * PSX + x]
+                if dd < 0:
+                    dd += V
+                t = x * P + o
+                if sreq_vc[t] < 0:
+                    sl_t[nsr] = t
+                    sl_x[nsr] = x
+                    sl_o[nsr] = o
+                    nsr += 1
+                    sreq_vc[t] = v
+                    sreq_d[t] = dd
+                elif dd < sreq_d[t]:
+                    sreq_vc[t] = v
+                    sreq_d[t] = dd
             if nsr == 0:
                 continue
             for a_ in range(nsr):
@@ -511,6 +521,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ovs[oi, O_OWN] = -1
                         ofree[r * P + o] |= np.int64(1) << ov
                     ivs[i, I_ST] = 0
-                ivs[i, I_RDY] = c + SAD
+                    ivs[i, I_FREE] = c + SAD
+                else:
+                    ivs[i, I_RDY] = c + SAD
         c += 1
     return c, 0

@@ -55,16 +55,6 @@ def _dest_table(cfg: NocConfig) -> np.ndarray:
     return sum(((dg + shift) % k) * k ** d for d, dg in enumerate(digits)).astype(np.int64)
 
 
-def _aligned(shape, dtype, align=64):
-    """A zeroed C-contiguous array whose data start on an ``align``-byte boundary (rows of a power-of-two
-    size then never straddle a cache line)."""
-    n = int(np.prod(shape))
-    it = np.dtype(dtype).itemsize
-    raw = np.zeros(n + align // it, dtype)
-    off = (-raw.ctypes.data % align) // it
-    return raw[off:off + n].reshape(shape)
-
-
 def _topology(cfg: NocConfig):
     k, n, N = cfg["k"], cfg["n"], cfg.nodes
     P = 2 * n + 1
@@ -161,15 +151,13 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
     bq = np.zeros((NIV * B, K.N_BQ), it)
-    ivs = _aligned((NIV, K.N_IVS), it)
+    ivs = np.zeros((NIV, K.N_IVS), it)
     ovs = np.zeros((NIV, K.N_OVS), it)
     ovs[:, K.O_OWN] = -1
     ovs[:, K.O_CRED] = B
     # per router output port: the mask of free output VCs (bit v: VC v unowned); bge[a]: the bits >= a
     bge = np.array([(((1 << 64) - 1) >> a << a) for a in range(65)], np.uint64).view(np.int64)
     ofree = i64(N * P, int(np.uint64((1 << V) - 1).view(np.int64)))
-    # the output VCs of each input VC class (kernel.I_CLS): all; the lower half, the upper half (torus datelines)
-    vcls = np.array([(1 << V) - 1, (1 << (V // 2)) - 1, ((1 << V) - 1) ^ ((1 << (V // 2)) - 1)], np.uint64).view(np.int64)
     nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), it)
@@ -180,7 +168,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, nem, rfl, ivs, ovs, ofree, bge, vcls, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, nem, rfl, ivs, ovs, ofree, bge, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
