@@ -136,7 +136,7 @@ def _enqueue(j, B, p, fi, t, bq, ivs):
 @_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bq, nem, rfl, ivs, ovs, ofree, bge, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
+               bq, nem, rfl, ivs, ovs, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured, and those created while warming up that reach the head of
     their source queue now), 2 drain (stop once the measured packets are out).  Returns
@@ -187,7 +187,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 if WFTC == 1 and ovs[tgt, O_TAIL] == 1 and ovs[tgt, O_CRED] == B:
                     ovs[tgt, O_TAIL] = 0
                     ovs[tgt, O_OWN] = -1
-                    ofree[tgt // V] |= np.int64(1) << (tgt % V)
             else:
                 j = -tgt - 1
                 inj_cred[j] += 1
@@ -335,23 +334,19 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 if ivs[i, I_ST] == 1 and ivs[i, I_RDY] <= c:
                     req_i[nreq] = li
                     nreq += 1
-            # 3b. VC allocation (iSLIP, one iteration) over the masks of free output VCs (``ofree``: bit
-            # ``ov`` of port row ``r * P + o`` set while output VC ``ov`` is unowned; ``bge[a]``: bits >= a)
+            # 3b. VC allocation (iSLIP, one iteration)
             if nreq > 0:
                 for t in range(nreq):
                     vcnt[ivs[base + req_i[t], I_PORT]] = 0
                 for t in range(nreq):
                     vcnt[ivs[base + req_i[t], I_PORT]] += 1
                 for t in range(nreq):     # grant: each free output VC picks the requester after its pointer
-                    i = base + req_i[t]
+                    li = req_i[t]
+                    i = base + li
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
                         continue
-                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
-                    while m != 0:
-                        low = m & (-m)
-                        m ^= low
-                        ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
                         grant[o * V + ov] = -1
                         gdist[o * V + ov] = PV + 1
                 for t in range(nreq):
@@ -360,12 +355,11 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:
                         continue
-                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
-                    while m != 0:
-                        low = m & (-m)
-                        m ^= low
-                        ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
-                        dd = li - ovs[base + o * V + ov, O_GP]
+                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
+                        oi = base + o * V + ov
+                        if ovs[oi, O_OWN] >= 0:
+                            continue
+                        dd = li - ovs[oi, O_GP]
                         if dd < 0:
                             dd += PV
                         if dd < gdist[o * V + ov]:
@@ -375,36 +369,20 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     li = req_i[t]
                     i = base + li
                     o = ivs[i, I_PORT]
-                    m = ofree[r * P + o] & bge[ivs[i, I_LO]] & ~bge[ivs[i, I_HI] + 1]
-                    if m == 0:
-                        continue
+                    only = vcnt[o] == 1
                     best = -1
-                    if vcnt[o] == 1:
-                        # the granting VCs are all the free ones: the first at or after the accept pointer's
-                        # position in this port (cyclically over all P x V output VCs), else the lowest
-                        a = ivs[i, I_AP] - o * V
-                        m2 = m & bge[a if a > 0 else 0] if a <= V else np.int64(0)
-                        if m2 == 0:
-                            m2 = m
-                        low = m2 & (-m2)
-                        best = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
-                    else:
-                        bd = PV + 1
-                        while m != 0:
-                            low = m & (-m)
-                            m ^= low
-                            ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
-                            if grant[o * V + ov] == li:
-                                dd = o * V + ov - ivs[i, I_AP]
-                                if dd < 0:
-                                    dd += PV
-                                if dd < bd:
-                                    bd = dd
-                                    best = ov
+                    bd = PV + 1
+                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
+                        if (only and ovs[base + o * V + ov, O_OWN] < 0) or (not only and grant[o * V + ov] == li):
+                            dd = o * V + ov - ivs[i, I_AP]
+                            if dd < 0:
+                                dd += PV
+                            if dd < bd:
+                                bd = dd
+                                best = ov
                     if best >= 0:
                         oi = base + o * V + best
                         ovs[oi, O_OWN] = i
-                        ofree[r * P + o] &= ~(np.int64(1) << best)
                         ovs[oi, O_GP] = li + 1 if li + 1 < PV else 0
                         ivs[i, I_AP] = o * V + best + 1 if o * V + best + 1 < PV else 0
                         ivs[i, I_VC] = best
@@ -519,7 +497,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ovs[oi, O_TAIL] = 1
                     else:
                         ovs[oi, O_OWN] = -1
-                        ofree[r * P + o] |= np.int64(1) << ov
                     ivs[i, I_ST] = 0
                     ivs[i, I_FREE] = c + SAD
                 else:

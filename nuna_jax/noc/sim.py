@@ -142,33 +142,27 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     prm[K.P_SEED], prm[K.P_UNIFORM] = seed, int(cfg["traffic"] == "uniform")
     NIV = N * P * V
     i64 = lambda m, fill=0: np.full(m, fill, np.int64)  # noqa: E731
-    # the big tables (packets, buffers, VC states, calendars) in int32 -- half the memory the loop walks --
-    # where every value they hold fits: cycles below max_cycles, packet and VC indices below the limits
-    it = np.int32 if max_cycles + 4 * (period + 64) < 2 ** 31 and N * P * V * B < 2 ** 31 else np.int64
     st = np.zeros(K.N_STATS, np.float64)
-    pk = np.zeros((pcap, K.N_PK), it)
+    pk = np.zeros((pcap, K.N_PK), np.int64)
     free_slots = np.arange(pcap, dtype=np.int64)
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
-    bq = np.zeros((NIV * B, K.N_BQ), it)
-    ivs = np.zeros((NIV, K.N_IVS), it)
-    ovs = np.zeros((NIV, K.N_OVS), it)
+    bq = np.zeros((NIV * B, K.N_BQ), np.int64)
+    ivs = np.zeros((NIV, K.N_IVS), np.int64)
+    ovs = np.zeros((NIV, K.N_OVS), np.int64)
     ovs[:, K.O_OWN] = -1
     ovs[:, K.O_CRED] = B
-    # per router output port: the mask of free output VCs (bit v: VC v unowned); bge[a]: the bits >= a
-    bge = np.array([(((1 << 64) - 1) >> a << a) for a in range(65)], np.uint64).view(np.int64)
-    ofree = i64(N * P, int(np.uint64((1 << V) - 1).view(np.int64)))
     nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
-    wheel = np.zeros((W, N * P * S + N + 1), it)
+    wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
-    aw, acnt = np.zeros((W, N * (P + 1), 5), it), i64(W)   # a flit per link, source and sink a cycle
+    aw, acnt = np.zeros((W, N * (P + 1), 5), np.int64), i64(W)   # a flit per link, source and sink a cycle
     scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, nem, rfl, ivs, ovs, ofree, bge, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
