@@ -1,7 +1,7 @@
 """The cycle loop of ``nuna-jax noc``: BookSim2's input-queued virtual-channel router (docs/noc.md).
 
 One call advances every source and router of a k-ary n-mesh/torus from cycle ``c0`` to ``c1``
-(or until the measured packets have drained).  All state lives in the integer arrays that
+(or until the measured packets have drained).  All state lives in the int64 arrays that
 :mod:`nuna_jax.noc.sim` allocates; the loop is compiled with numba when it is available and
 runs as plain Python with ``NUNA_JAX_NO_NUMBA=1`` (same results for the same seed only within
 one engine: the two draw random numbers from different generators).
