@@ -25,7 +25,12 @@ Configurations (``1vc`` / ``4vc``: virtual channels per input port and class):
 * ``ports_10_4vc``: router VCs at line rate, 10-flit port FIFOs (a switch link without buffers
   sized for its 500 ns round trip).
 
-    python experiments/backpressure.py [--quick] [--full] [--out DIR]
+    python experiments/backpressure.py [--quick] [--full] [--jobs N] [--out DIR]
+
+``--jobs N`` runs the points in N worker processes (each point is independent; same rows, in the
+same order).  ``--full`` is 15 points; its 10 MB points dominate: on the shared 2-core VM (load
+~10) a 1 MB point took 39 CPU s and a 100 kB one ~8, so the 10 MB ones are several minutes each
+and the whole run ~20 CPU minutes.
 """
 
 from __future__ import annotations
@@ -121,6 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="100 kB and 1 MB, UA and NAP+NAR, one threadblock multiple")
     ap.add_argument("--full", action="store_true", help="also Figure 11's seven policies at 100 kB and sizes to 10 MB")
     ap.add_argument("--out", default=str(ROOT / "results" / NAME), metavar="DIR")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes for the points")
     a = ap.parse_args(argv)
     s = preset("table2", n_gpus=8)
     mults = (TBS_BEST_MULTIPLES[-1],) if a.quick else TBS_BEST_MULTIPLES
@@ -130,15 +136,24 @@ def main(argv=None) -> int:
     if a.full:
         points += [(10**5, p) for p in FIGURE11_ORDER if p not in ("UA", "NAP+NAR")]
     rows = []
-    for n, pol in points:
-        t0 = time.time()
-        row = run_point(s, n, pol, cands, hist=(n == 10**6))
+    pool = None
+    if a.jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        pool = ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("fork"))
+        futs = [pool.submit(run_point, s, n, pol, cands, n == 10**6) for n, pol in points]
+    t0 = time.time()
+    for idx, (n, pol) in enumerate(points):
+        row = futs[idx].result() if pool else run_point(s, n, pol, cands, hist=(n == 10**6))
         rows.append(row)
         sims = "  ".join(f"{k} {v['completion_ns']:8.1f} (x{v['sim_over_bound']:.3f} bound, read "
                          f"{v['read_latency_ns']['mean']:.0f} store {v['store_latency_ns']['mean']:.0f})"
                          for k, v in row["sim"].items())
         print(f"{n:>9,d} B {pol:9s} tbs {row['tbs_per_gpu']:3d} est {row['estimate_ns']:8.1f} bound "
               f"{row['lower_bound_ns']:8.1f} | {sims} [{time.time() - t0:.1f}s]", flush=True)
+        t0 = time.time()
+    if pool:
+        pool.shutdown()
     speedups = {}
     for n in sizes:
         by = {r["policy"]: r for r in rows if r["size_bytes"] == n}

@@ -138,7 +138,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
                bq, nem, rfl, ivs, ovs, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
-    (packets created now are measured), 2 drain (stop once the measured packets are out).  Returns
+    (packets created now are measured, and those created while warming up that reach the head of
+    their source queue now), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
     buffer overflow (a bug).  ``coord[r * n + d]``: router r's digit in dimension d; the state of
     input VC ``i`` is the row ``ivs[i]`` (fields ``I_*``), of output VC ``oi`` the row ``ovs[oi]``
@@ -221,7 +222,9 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 pk[p, K_CT] = c
                 pk[p, K_IT] = -1
                 pk[p, K_HOPS] = 0
-                pk[p, K_REC] = 1 if mode == 1 else 0
+                # measured: created while running; 2: created while warming up, decided when it reaches
+                # the head of its source queue (below)
+                pk[p, K_REC] = 1 if mode == 1 else (2 if mode == 0 else 0)
                 if mode == 1:
                     st[S_OUTSTANDING] += 1
                 dirs = 0
@@ -238,6 +241,16 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 sq_cnt[s] += 1
             if sq_cnt[s] > 0:
                 p = sq[s, sq_head[s]]
+                if pk[p, K_REC] == 2:
+                    # its first cycle at the head of the queue: BookSim2 generates a source's next packet
+                    # only once its queue is empty (backdated to its Bernoulli slot) and measures it if
+                    # that happens after the warm-up, so a packet created late in the warm-up behind a
+                    # backlog is measured (docs/noc.md, "The model")
+                    if mode != 0:
+                        pk[p, K_REC] = 1
+                        st[S_OUTSTANDING] += 1
+                    else:
+                        pk[p, K_REC] = 0
                 fi = src_flit[s]
                 if fi == 0 and src_vc[s] < 0:
                     for t in range(1, V + 1):
@@ -381,8 +394,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 li = act[t2]
                 i = base + li
                 if ivs[i, I_ST] != 2 or ivs[i, I_CNT] == 0 or ivs[i, I_RDY] > c:
-                    continue
-                if bq[i * B + ivs[i, I_HEAD], Q_ARR] > c:
                     continue
                 o = ivs[i, I_PORT]
                 if ovs[base + o * V + ivs[i, I_VC], O_CRED] <= 0:

@@ -2,7 +2,9 @@
 
 ``warmup_periods`` periods of ``sample_period`` cycles warm the network up (statistics cleared
 at the start of every even warm-up period and at the end of the warm-up); then sample periods
-run, every packet created in them being *measured*, until the cumulative average packet latency
+run, every packet created in them being *measured* (and, as BookSim2 marks a packet when it
+reaches the head of its source queue, every packet created while warming up that reaches it only
+once the sample periods have begun), until the cumulative average packet latency
 and accepted rate have each changed by less than ``stopping_threshold`` /
 ``acc_stopping_threshold`` three periods in a row, or ``max_samples`` periods in all have run;
 then the network drains until every measured packet has arrived (traffic keeps flowing).  A
@@ -80,16 +82,15 @@ class NocResult(dict):
 
 
 def _hops(cfg, s, d):
+    """Links a dimension-order route crosses from node(s) ``s`` to ``d`` (numpy arrays or ints): per
+    dimension the digit distance, on a torus the shorter way round."""
     k = cfg["k"]
-    h = 0
+    s, d = np.asarray(s, np.int64), np.asarray(d, np.int64)
+    h = np.zeros(np.broadcast(s, d).shape, np.int64)
     for _ in range(cfg["n"]):
         x, y = s % k, d % k
-        if cfg["topology"] == "torus":
-            h += min((y - x) % k, (x - y) % k)
-        else:
-            h += abs(y - x)
-        s //= k
-        d //= k
+        h += np.minimum((y - x) % k, (x - y) % k) if cfg["topology"] == "torus" else np.abs(y - x)
+        s, d = s // k, d // k
     return h
 
 
@@ -100,11 +101,11 @@ def zero_load_latency(cfg: NocConfig) -> float:
     (uniform: every destination, the source included, as BookSim2 draws them)."""
     per = cfg["routing_delay"] + cfg["vc_alloc_delay"] + cfg["sw_alloc_delay"] + 2
     N = cfg.nodes
+    src = np.arange(N, dtype=np.int64)
     if cfg["traffic"] == "uniform":
-        hs = [_hops(cfg, s, d) for s in range(N) for d in range(N)]
+        hs = _hops(cfg, src[:, None], src[None, :]).ravel()
     else:
-        tab = _dest_table(cfg)
-        hs = [_hops(cfg, s, int(tab[s])) for s in range(N)]
+        hs = _hops(cfg, src, _dest_table(cfg))
     return 2 + (float(np.mean(hs)) + 1) * per + cfg["packet_size"] - 1
 
 
