@@ -280,3 +280,33 @@ def test_a_foreign_or_other_grid_parquet_is_never_written_over(tmp_path):
     with pytest.raises(ValueError, match="different grid"):
         execute(other, done, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done.parquet", "mine.parquet"]
+
+
+def test_early_workers_start_only_for_sim_grids_and_load_no_jax(tmp_path):
+    """``nuna-jax sweep --jobs N`` starts its workers before importing jax only for a grid whose model
+    axis names the simulator (read with the standard library); ``nuna_jax.workers`` imports no jax;
+    a pool no sweep takes is killed by ``close_early`` (its worker process is gone)."""
+    import subprocess
+    import sys
+    from nuna_jax import workers
+    from nuna_jax.cli.sweep import _has_sim_points
+    cases = {'[axes]\nmodel = ["sim"]\n': True, '[axes]\nmodel = "sim"\n': True,
+             '[axes]\nmodel = ["path", "sim"]\n': True, '[axes]\nmodel = ["path"]\n': False,
+             '[axes]\ngpus = [8]\n': False, 'not = toml = at all': False}
+    for k, (text, want) in enumerate(cases.items()):
+        f = tmp_path / f"g{k}.toml"
+        f.write_text(text)
+        assert _has_sim_points(f) is want, text
+    assert _has_sim_points(tmp_path / "missing.toml") is False
+    r = subprocess.run([sys.executable, "-c", "import sys, nuna_jax.workers, nuna_jax.cli.sweep; "
+                        "print(sorted(m for m in ('jax', 'numba') if m in sys.modules))"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    workers.start_early(1)                    # one job: no pool
+    assert workers.take_early(1) is None
+    workers.start_early(2)
+    ex = workers._EARLY[2][0]
+    procs = list(ex._processes.values())
+    assert len(procs) == 1
+    workers.close_early()
+    assert workers.take_early(2) is None and not procs[0].is_alive()

@@ -38,7 +38,32 @@ def add_parser(sub) -> None:
     add_max_work_arg(p)
 
 
+def _has_sim_points(grid_file) -> bool:
+    """Whether the grid's ``model`` axis names the simulator (read with the standard library alone;
+    False if the file cannot be read: the grid's own checks report that)."""
+    import tomllib
+    try:
+        with open(grid_file, "rb") as f:
+            m = tomllib.load(f).get("axes", {}).get("model")
+    except (OSError, ValueError):
+        return False
+    return "sim" in ([m] if isinstance(m, str) else list(m) if isinstance(m, list) else [])
+
+
 def run(args) -> int:
+    if isinstance(args.jobs, int) and 2 <= args.jobs <= 1024 and _has_sim_points(args.grid):
+        # the workers import jax and load the simulator while this process imports and plans
+        # (nuna_jax.workers); a pool the sweep does not take is killed below
+        from ..workers import close_early, start_early
+        start_early(args.jobs)
+        try:
+            return _run(args)
+        finally:
+            close_early()
+    return _run(args)
+
+
+def _run(args) -> int:
     from ..sweep.grid import load_grid
     from ..sweep.run import DEFAULT_MAX_ROWS, execute
     from ..sweep.writer import check_format

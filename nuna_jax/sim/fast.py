@@ -15,6 +15,7 @@ __all__ = ["run_fast", "time_bound_ps"]
 _I64_MAX = np.iinfo(np.int64).max
 CAL_BUCKET_PS = 256       # calendar queue: 256 ps buckets ...
 CAL_BUCKETS = 32768       # ... over an 8.389 us ring (later events wait in an overflow heap); both powers of two
+LK_LEN = (1 << 16) + 1    # sorting a bucket: up to 65,536 sub-buckets (512 kB of scratch, the touched part ~ its size)
 
 
 def id_bits(prog: Program) -> int:
@@ -278,7 +279,7 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     heap = np.empty((p_max, 3), np.int64)      # the current bucket's heap
     ovf = np.empty((p_max, 3), np.int64)       # overflow heap (beyond the ring)
     cur = np.empty((p_max, 3), np.int64)       # the current bucket's sorted run
-    lk = np.empty(dw + 1, np.int64)            # counting-sort scratch
+    lk = np.empty(LK_LEN, np.int64)            # counting-sort scratch: at most LK_LEN - 1 sub-buckets
     # ring of nb buckets, each a list of blocks of BLOCK records: at most one partly filled block a bucket
     n_blocks = (p_max + event_loop.BLOCK - 1) // event_loop.BLOCK + nb + 1
     bhead = np.full(nb, -1, np.int64)

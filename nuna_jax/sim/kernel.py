@@ -175,8 +175,11 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         blk = bhead[q]
         if blk < 0:
             continue
-        # a counting sort by time into c sub-buckets (c: a power of two >= the bucket's size, at most dw),
-        # then an insertion sort by key, which only has the few records of one sub-bucket to order
+        # a counting sort by key into c sub-buckets (c: a power of two >= the bucket's size, at most
+        # lk's length - 1; a sub-bucket is a range of times and, once there are more than dw, a range
+        # of ids inside one ps), then an insertion sort by key, which only has the few records of one
+        # sub-bucket to order (crowded buckets at 64 GPUs hold ~20 records a ps: sub-buckets one ps
+        # wide left ~8 insertion moves a record)
         nblk = 0
         while blk >= 0:
             nblk += 1
@@ -184,7 +187,7 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         size = (nblk - 1) * BLOCK + bfill[q]
         dwb = scal[S_DWB]
         cb = 0
-        while cb < dwb and (np.int64(1) << cb) < size:
+        while cb < dwb + b and (np.int64(2) << cb) <= lk.shape[0] and (np.int64(1) << cb) < size:
             cb += 1
         c = np.int64(1) << cb
         sh = b + dwb - cb                                 # (key - lo << b) >> sh: the sub-bucket

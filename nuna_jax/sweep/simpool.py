@@ -27,11 +27,9 @@ and a large dependency for what ``concurrent.futures`` and one all-gather per ro
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-
 import numpy as np
+
+from ..workers import _Env, _stop, _warm, _without_main, _worker_init, take_early  # noqa: F401  (light: no jax)
 
 __all__ = ["ROUND_PER_WORKER", "share", "run_sim_tasks", "sim_task"]
 
@@ -56,88 +54,10 @@ def sim_task(task, cache: dict | None = None) -> tuple:
         return i, "error", str(e)
 
 
-def _warm() -> int:
-    """A worker's first task, sent when the run starts: import what a simulator task needs (jax, the
-    scenario builder, the simulator) while this process is still planning."""
-    from . import path_eval  # noqa: F401
-    from .. import sim  # noqa: F401
-    return os.getpid()
-
-
-def _worker_init() -> None:
-    """A worker ignores SIGINT (a terminal's ^C reaches the whole process group; the parent stops the
-    workers).  It started with SIGINT blocked (:func:`_without_main`), so a ^C that came while it
-    was importing is pending: ignored once it is unblocked here, no traceback."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def share(n: int, n_proc: int, proc: int) -> np.ndarray:
     """Positions ``0 .. n-1`` that process ``proc`` of ``n_proc`` runs: every ``n_proc``-th, from
     ``proc`` (tasks are sorted largest first, so each process gets large and small ones)."""
     return np.arange(proc, n, n_proc, dtype=np.int64)
-
-
-class _Env:
-    """Environment for spawned workers (inherited at spawn): JAX on the CPU, the XLA cache shared."""
-
-    def __enter__(self):
-        want = {"JAX_PLATFORMS": "cpu"}
-        d = os.environ.get("NUNA_JAX_CACHE_DIR")
-        if d != "" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-            want["JAX_COMPILATION_CACHE_DIR"] = d or os.path.join(os.path.expanduser("~"), ".cache", "nuna_jax", "xla")
-            want["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1.0"
-        self.old = {k: os.environ.get(k) for k in want}
-        os.environ.update(want)
-        return self
-
-    def __exit__(self, *exc):
-        for k, v in self.old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextlib.contextmanager
-def _without_main():
-    """Start workers without the caller's ``__main__`` and with SIGINT blocked.  *Spawn* re-imports the main module in every
-    worker, which re-runs a script that has no ``if __name__ == "__main__"`` guard (and imports what it
-    imports, jax included, once per worker).  Workers run only ``nuna_jax`` code
-    (:func:`sim_task` and its arguments), so the main module is hidden while they start."""
-    import signal
-    m = sys.modules.get("__main__")
-    saved = {k: m.__dict__[k] for k in ("__file__", "__spec__") if m is not None and k in m.__dict__}
-    # SIGINT blocked while workers start (they inherit the mask, see _worker_init); a ^C meanwhile
-    # stays pending here and is delivered when the mask is restored
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        if m is not None:
-            m.__dict__.pop("__file__", None)
-            m.__spec__ = None
-        yield
-    finally:
-        if m is not None:
-            m.__dict__.pop("__spec__", None)
-            m.__dict__.update(saved)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-def _stop(ex) -> None:
-    """Kill a pool's workers now (an interrupted or failed sweep must not wait for the tasks in flight)."""
-    procs = list((getattr(ex, "_processes", None) or {}).values())
-    for p in procs:
-        try:
-            p.kill()
-        except (OSError, ValueError, AttributeError):
-            pass
-    for p in procs:
-        try:
-            p.join(5.0)
-        except (OSError, ValueError, AttributeError, AssertionError):
-            pass
-    ex.shutdown(wait=False)
 
 
 class LocalRunner:
@@ -161,6 +81,10 @@ class LocalRunner:
 
     def _pool(self):
         if self._ex is None:
+            early = take_early(self.jobs)        # workers the command line started before its imports
+            if early is not None:
+                self._ex, self._env, self._warming = early
+                return self._ex
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
             self._env = _Env().__enter__()      # kept until close(): workers may start on a later submit
@@ -173,6 +97,8 @@ class LocalRunner:
         simulator points come; a no-op with ``jobs = 1``."""
         if self.jobs > 1 and self._ex is None:
             ex = self._pool()
+            if self._warming:                    # started early: already warming
+                return
             with _without_main():
                 self._warming = [ex.submit(_warm) for _ in range(self.jobs - 1)]
 
