@@ -166,3 +166,32 @@ def test_split_nap_search_is_the_search(gpus, size, tbs):
     assert st == "ok"
     for k in ("flits", "port", "cu", "read_stack", "dst_stack"):
         np.testing.assert_array_equal(np.asarray(getattr(tr.traffic, k))[:tr.n_flows], np.asarray(getattr(sc.traffic, k)))
+
+
+def test_cli_build_jobs_refused(tmp_path, capsys):
+    from nuna_jax.cli import main
+    grid = tmp_path / "g.toml"
+    grid.write_text('[axes]\nmodel = ["path"]\ngpus = [2]\nsize = ["100kB"]\npolicy = ["UA"]\n')
+    for bad in ("0", "1025"):
+        assert main(["sweep", str(grid), "--out", str(tmp_path / "x.csv"), "--build-jobs", bad]) == 2
+        assert "--build-jobs must lie in [1, 1024]" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.slow
+def test_cli_build_jobs_two_workers(tmp_path, capsys):
+    """``nuna-jax sweep --build-jobs 2`` builds on two workers (the summary says so), same rows as 1."""
+    import json
+
+    from nuna_jax.cli import main
+    from nuna_jax.sweep.writer import read_rows
+    grid = tmp_path / "g.toml"
+    grid.write_text('[axes]\nmodel = ["path"]\ngpus = [2]\nsize = ["100kB", "1MB"]\npolicy = ["UA", "NAP+NAR"]\n')
+    rows = {}
+    for n in (1, 2):
+        out = tmp_path / f"r{n}.csv"
+        assert main(["sweep", str(grid), "--out", str(out), "--json", "--build-jobs", str(n)]) == 0
+        assert json.loads(capsys.readouterr().out)["build_jobs"] == n
+        header, body = read_rows(out)
+        rows[n] = {c: [r[header.index(c)] for r in body] for c in ("time_ns", "lower_bound_ns", "n_flows")}
+    assert len(rows[1]["time_ns"]) == 4 and rows[2] == rows[1]       # the same text, digit for digit

@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="simulator points: run them on N local processes, this one and N-1 workers it starts "
                         "(default 1: this one alone; same rows whatever N); with --num-processes, N on each")
+    p.add_argument("--build-jobs", type=int, default=1, metavar="N",
+                   help="path-model points: build their traffics (plans, NAP's search, lowering) on N worker "
+                        "processes, JAX on the CPU (default 1: here; same rows on a CPU host; docs/sweep.md)")
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="path model: points x padded flows per chunk (memory bound; default 2^20)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -71,6 +74,8 @@ def _run(args) -> int:
     check_format(out)
     if not 1 <= args.jobs <= 1024:
         raise ValueError(f"--jobs must lie in [1, 1024], got {args.jobs}")
+    if not 1 <= args.build_jobs <= 1024:
+        raise ValueError(f"--build-jobs must lie in [1, 1024], got {args.build_jobs}")
     if args.max_rows is not None and args.max_rows < 1:
         raise ValueError(f"--max-rows must be >= 1, got {args.max_rows}")
     from pathlib import Path
@@ -93,7 +98,8 @@ def _run(args) -> int:
     from ..progress import stderr_is_terminal
     # the sweep's bar only on a terminal (never into a pipe or a log); sweep/run.py draws it
     summary = execute(grid, out, progress=not args.no_progress and not args.json and stderr_is_terminal(),
-                      max_rows=args.max_rows or DEFAULT_MAX_ROWS, limits=lim, jobs=args.jobs)
+                      max_rows=args.max_rows or DEFAULT_MAX_ROWS, limits=lim, jobs=args.jobs,
+                      build_jobs=args.build_jobs)
     if args.json:
         emit_json(summary)
     else:
