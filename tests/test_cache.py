@@ -169,8 +169,22 @@ def test_record_key_covers_the_arguments_and_files(tmp_path, monkeypatch):
         kb = key(system=str(b))
         a.write_text(b.read_text())
         assert key(system=str(a)) not in (ka, kb)              # same path, other bytes: a new key
-        monkeypatch.setenv("JAX_ENABLE_X64", "1")
+        import sys
+
+        import jax
+        was = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", not was)        # jax imported: its config decides
+        try:
+            assert key() != k0
+        finally:
+            jax.config.update("jax_enable_x64", was)
+        assert key() == k0
+        monkeypatch.delitem(sys.modules, "jax")              # not imported (a store hit): the variable
+        monkeypatch.setenv("JAX_ENABLE_X64", "0" if was else "1")
         assert key() != k0
+        monkeypatch.setenv("JAX_ENABLE_X64", "1" if was else "0")
+        assert key() == k0
+        monkeypatch.setitem(sys.modules, "jax", jax)
         monkeypatch.delenv("JAX_ENABLE_X64")
         with pytest.raises(TypeError, match="not a plain value"):
             replay.store_record(k0, {"out": {"system": preset("table2")}})

@@ -14,7 +14,8 @@ printed result depends on:
 * the bytes of every file an argument names (``--system FILE.toml``, ``--plan FILE.xml``),
   not only its path;
 * the package's code (``cache._code_version``: every module's bytes, the version included);
-* ``JAX_ENABLE_X64`` (64-bit floats change the path model's estimates, hence NAP's and the
+* the float width, as the scenario key reads it (``cache._x64_enabled``: ``JAX_ENABLE_X64`` before
+  jax is imported; 64-bit floats change the path model's estimates, hence NAP's and the
   threadblock searches' choices).
 
 Work limits need no part of their own: ``--max-work`` is an argument, and the limits are
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 __all__ = ["record_key", "load_record", "store_record", "SHOW_ONLY", "FORMAT"]
 
@@ -64,7 +64,7 @@ def record_key(command: str, args) -> str | None:
         except OSError:
             return None
     doc = {"kind": f"cli-record:{command}", "format": FORMAT, "code": cache._code_version(), "args": parts,
-           "files": files, "x64": os.environ.get("JAX_ENABLE_X64", "")}
+           "files": files, "x64": cache._x64_enabled()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
