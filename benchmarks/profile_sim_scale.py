@@ -1,4 +1,4 @@
-"""Why a flit-hop costs more at 64 GPUs than at 8 (issue 23 item 5): the event loop's CPU ns per
+"""Why a flit-hop costs more at 64 GPUs than at 8 (the simulator's scaling): the event loop's CPU ns per
 flit-hop on cases that separate the GPU count from the number of flits.
 
 Cases (Table 2 system, All-Gather, direct algorithm, UA unless named):
