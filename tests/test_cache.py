@@ -154,6 +154,10 @@ def test_record_key_covers_the_arguments_and_files(tmp_path, monkeypatch):
         key = lambda **kw: replay.record_key("place", argparse.Namespace(**{**base, **kw}))  # noqa: E731
         k0 = key()
         assert key() == k0 and key(json=True) == k0
+        # no key (no replay) for a named input that is not a regular file: the command refuses it
+        # itself, and hashing /dev/zero would never end
+        assert key(plan="/dev/zero") is None and key(placement=str(tmp_path)) is None
+        assert key(plan=str(tmp_path / "missing.xml")) is None
         for change in (dict(gpus=4), dict(gpus=None), dict(size="1MiB"), dict(policy="ua"), dict(tbs="best"),
                        dict(tbs=7), dict(nar_granularity=4), dict(algorithm="ring"), dict(max_work=0.5),
                        dict(max_work=float(np.nextafter(1.0, 2.0))), dict(collective="allreduce"),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 __all__ = ["record_key", "load_record", "store_record", "SHOW_ONLY", "FORMAT"]
 
@@ -59,6 +60,8 @@ def record_key(command: str, args) -> str | None:
         v = getattr(args, k, None)
         if v is None or (k == "system" and not _is_file(v)):
             continue
+        if not os.path.isfile(v):       # missing, a folder, /dev/zero, a FIFO: no replay; the command
+            return None                 # itself refuses it (reading /dev/zero to hash it never ends)
         try:
             files[k] = cache._file_digest(v)
         except OSError:
