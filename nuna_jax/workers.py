@@ -4,7 +4,7 @@
 Importing this module loads nothing but the standard library, so ``nuna-jax sweep --jobs N``
 starts its ``N - 1`` workers (:func:`start_early`) right after parsing its arguments: each
 worker imports jax, the scenario builder and the simulator and loads the compiled event loop
-(:func:`_warm`) while the command itself is still importing and planning; on a 2-core machine
+(:data:`WARM_TARGET`) while the command itself is still importing and planning; on a 2-core machine
 the two imports overlap instead of the worker's coming after the command's.  The pool is then
 taken by the sweep's runner (:func:`take_early`); if the sweep never needs it,
 :func:`close_early` kills it.
@@ -21,20 +21,17 @@ __all__ = ["start_early", "take_early", "close_early"]
 _EARLY: dict = {}      # jobs -> (executor, environment, warming futures)
 
 
-def _warm() -> int:
-    """A worker's first task, sent when the pool starts: import what a simulator task needs (jax,
-    the scenario builder, the simulator) and load the compiled event loop on a tiny case (2 GPUs,
-    20 kB All-Gather, UA), while the parent is still importing and planning."""
-    from .sweep import path_eval  # noqa: F401
-    from . import sim
-    try:
-        from .presets import preset
-        from .scenario import make_scenario
-        s = preset("table2", n_gpus=2)
-        sim.simulate(s, make_scenario(s, collective="allgather", size_bytes=20_000, policy="ua").traffic)
-    except Exception:  # noqa: BLE001  (a warm-up only: a real task reports its own errors)
-        pass
-    return os.getpid()
+#: a worker's first task (``module:function``, run by :func:`_call`): import what a simulator task
+#: needs and load the compiled event loop (``sweep.simpool.warm_worker``).  Named, not imported:
+#: this module stays below the layers it starts (standard library only; tests/test_layers.py)
+WARM_TARGET = "nuna_jax.sweep.simpool:warm_worker"
+
+
+def _call(target: str):
+    """Run the function ``target`` (``"module:function"``) in a worker, importing its module there."""
+    import importlib
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)()
 
 
 def _worker_init() -> None:
@@ -108,7 +105,7 @@ def _stop(ex) -> None:
 
 
 def start_early(jobs: int) -> None:
-    """Start ``jobs - 1`` spawned workers now, each warming up (:func:`_warm`); a no-op for
+    """Start ``jobs - 1`` spawned workers now, each warming up (:data:`WARM_TARGET`); a no-op for
     ``jobs <= 1`` or when a pool was started already."""
     jobs = int(jobs)
     if jobs <= 1 or _EARLY:
@@ -118,7 +115,7 @@ def start_early(jobs: int) -> None:
     env = _Env().__enter__()              # restored when the runner that takes the pool closes
     ex = ProcessPoolExecutor(jobs - 1, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
     with _without_main():
-        warming = [ex.submit(_warm) for _ in range(jobs - 1)]
+        warming = [ex.submit(_call, WARM_TARGET) for _ in range(jobs - 1)]
     _EARLY[jobs] = (ex, env, warming)
 
 

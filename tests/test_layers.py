@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parents[1] / "nuna_jax"
 
 # layer of a module (first component under nuna_jax); unknown modules are reported
 LAYER = {
-    "__version__": -1, "cache": -1, "schemas": -1, "checks": -1, "numba_jit": -1, "units": -1, "provenance": 0, "system": 0, "presets": 1, "geometry": 1, "limits": 1, "progress": 1,
+    "__version__": -1, "cache": -1, "schemas": -1, "checks": -1, "numba_jit": -1, "units": -1, "workers": -1, "provenance": 0, "system": 0, "presets": 1, "geometry": 1, "limits": 1, "progress": 1,
     "plans": 2, "msccl": 3, "nar": 2, "algorithm1_kernel": 2, "placement": 3, "astra": 8, "chakra": 2,
     "traffic": 4, "lowering": 5, "path": 6,
     "models": 7, "sim": 7, "noc": 7, "kernel_presets": 8,

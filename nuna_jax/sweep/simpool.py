@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workers import _Env, _stop, _warm, _without_main, _worker_init, take_early  # noqa: F401  (light: no jax)
+from ..workers import WARM_TARGET, _call, _Env, _stop, _without_main, _worker_init, take_early  # noqa: F401  (light: no jax)
 
 __all__ = ["ROUND_PER_WORKER", "share", "run_sim_tasks", "sim_task"]
 
@@ -40,6 +40,25 @@ ROUND_PER_WORKER = 2
 MAIN_TAKES_TASKS = True
 
 _CACHE: dict = {}        # a worker's traffic cache (traffic_key -> PaddedTraffic), for its lifetime
+
+
+
+def warm_worker() -> int:
+    """A worker's first task (``workers.WARM_TARGET``): import what a simulator task needs (jax,
+    the scenario builder, the simulator) and load the compiled event loop on a tiny case (2 GPUs,
+    20 kB All-Gather, UA), while the parent is still importing and planning."""
+    import os
+
+    from . import path_eval  # noqa: F401
+    from .. import sim
+    try:
+        from ..presets import preset
+        from ..scenario import make_scenario
+        s = preset("table2", n_gpus=2)
+        sim.simulate(s, make_scenario(s, collective="allgather", size_bytes=20_000, policy="ua").traffic)
+    except Exception:  # noqa: BLE001  (a warm-up only: a real task reports its own errors)
+        pass
+    return os.getpid()
 
 
 def sim_task(task, cache: dict | None = None) -> tuple:
@@ -100,7 +119,7 @@ class LocalRunner:
             if self._warming:                    # started early: already warming
                 return
             with _without_main():
-                self._warming = [ex.submit(_warm) for _ in range(self.jobs - 1)]
+                self._warming = [ex.submit(_call, WARM_TARGET) for _ in range(self.jobs - 1)]
 
     def imap(self, tasks):
         """Results of ``tasks`` as they finish (in order when ``jobs = 1``)."""
