@@ -43,6 +43,18 @@ def _worker_init() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+def set_environ(values: dict) -> dict:
+    """Set environment variables (a value None: unset); return the old values, for a later
+    ``set_environ(old)`` to restore them."""
+    old = {k: os.environ.get(k) for k in values}
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    return old
+
+
 class _Env:
     """Environment for spawned workers (inherited at spawn): JAX on the CPU, the XLA cache shared."""
 
@@ -57,11 +69,7 @@ class _Env:
         return self
 
     def __exit__(self, *exc):
-        for k, v in self.old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        set_environ(self.old)
 
 
 @contextlib.contextmanager

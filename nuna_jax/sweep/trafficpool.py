@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 
 from . import simpool
+from ..workers import set_environ
 
 __all__ = ["build_task", "build_all", "work_of"]
 
@@ -77,20 +78,11 @@ class _platform:
     def __enter__(self):
         p = build_platform()
         self.want = {} if p == "cpu" else {"JAX_PLATFORMS": None, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-        self.old = {k: os.environ.get(k) for k in self.want}
-        for k, v in self.want.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        self.old = set_environ(self.want)
         return self
 
     def __exit__(self, *exc):
-        for k, v in self.old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        set_environ(self.old)
 
 
 class _shared_xla:
@@ -104,16 +96,11 @@ class _shared_xla:
             self.want = {"JAX_COMPILATION_CACHE_DIR": tmp, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 
     def __enter__(self):
-        self.old = {k: os.environ.get(k) for k in self.want}
-        os.environ.update(self.want)
+        self.old = set_environ(self.want)
         return self
 
     def __exit__(self, *exc):
-        for k, v in self.old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        set_environ(self.old)
 
 
 def nap_granularities(s) -> range:
