@@ -65,3 +65,30 @@ def _trim() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+class _CompileCount:
+    """Counts XLA backend compilations (jax.monitoring's backend-compile event) inside a ``with``
+    block: ``with count_compiles() as c: ...; c.n``."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __enter__(self):
+        import jax
+        self.n = 0
+        jax.monitoring.register_event_duration_secs_listener(self._on)
+        return self
+
+    def _on(self, event, duration, **kw):
+        if event == self.EVENT:
+            self.n += 1
+
+    def __exit__(self, *exc):
+        from jax._src import monitoring   # no public unregister in jax.monitoring
+        monitoring.unregister_event_duration_listener(self._on)
+
+
+@pytest.fixture
+def count_compiles():
+    """A context manager counting XLA compilations (``_CompileCount``)."""
+    return _CompileCount

@@ -82,32 +82,15 @@ def test_pad_traffic_on_the_host_is_numpy_and_equal():
         np.testing.assert_array_equal(getattr(host, k), np.asarray(getattr(dev, k)))
 
 
-class _Compiles:
-    """Counts XLA backend compilations (jax.monitoring's backend-compile event)."""
-
-    EVENT = "/jax/core/compile/backend_compile_duration"
-
-    def __init__(self):
-        self.n = 0
-        jax.monitoring.register_event_duration_secs_listener(self._on)
-
-    def _on(self, event, duration, **kw):
-        if event == self.EVENT:
-            self.n += 1
-
-    def close(self):
-        from jax._src import monitoring   # no public unregister in jax.monitoring
-        monitoring.unregister_event_duration_listener(self._on)
 
 
-def test_no_compilation_after_the_first_of_each_shape():
+def test_no_compilation_after_the_first_of_each_shape(count_compiles):
     s = preset("table2", n_gpus=2)
     # All-Gather at several sizes: every candidate below 256 flows -> one (phases, rows, batch) shape;
     # All-Reduce: more phases -> a second shape
     grid = [("allgather", z) for z in (10**5, 2 * 10**5, 3 * 10**5)] + [("allreduce", z) for z in (10**5, 2 * 10**5)]
     programs = lambda: K.api.estimate_batch_jit._cache_size() + K.api.estimate_batch_quick_jit._cache_size()  # noqa: E731
-    cnt = _Compiles()
-    try:
+    with count_compiles() as cnt:
         per_point = []
         for coll, z in grid:
             n0, c0 = cnt.n, programs()
@@ -121,8 +104,6 @@ def test_no_compilation_after_the_first_of_each_shape():
         for coll, z in grid:   # the same grid again: nothing to compile
             make_scenario(s, collective=coll, size_bytes=z, policy="nap+nar")
         assert cnt.n == n0
-    finally:
-        cnt.close()
 
 
 def test_streamed_search_equals_the_whole_list(monkeypatch):

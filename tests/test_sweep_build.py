@@ -4,7 +4,6 @@ compiled programs (``run._merge_shapes``) and the traffics built on worker proce
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
 
@@ -14,22 +13,6 @@ from nuna_jax.sweep import run as R
 from nuna_jax.sweep.run import run_sweep
 
 
-class _Compiles:
-    """Counts XLA backend compilations (jax.monitoring's backend-compile event)."""
-
-    EVENT = "/jax/core/compile/backend_compile_duration"
-
-    def __init__(self):
-        self.n = 0
-        jax.monitoring.register_event_duration_secs_listener(self._on)
-
-    def _on(self, event, duration, **kw):
-        if event == self.EVENT:
-            self.n += 1
-
-    def close(self):
-        from jax._src import monitoring   # no public unregister in jax.monitoring
-        monitoring.unregister_event_duration_listener(self._on)
 
 
 def _lst(rows_points):
@@ -76,27 +59,21 @@ GRID = {"sweep": {"chunk": 64},
 
 
 @pytest.mark.slow
-def test_one_program_per_block_rows_equal_unmerged():
+def test_one_program_per_block_rows_equal_unmerged(count_compiles):
     """On a CPU the 2-GPU grid's row buckets (256 .. 4,096) share one compiled program (a compile
     costs as much as evaluating ~6e6 rows there), that program is the run's only XLA compilation after the first
     run's, and its rows equal those of one program per bucket bit for bit (zero rows change nothing)."""
     g = grid_from_dict(GRID, parse_size=parse_size)
     one = run_sweep(g, progress=False, merge_factor=1.0)
     assert one.attrs["summary"]["path_groups"] > 1
-    cnt = _Compiles()
-    try:
+    with count_compiles() as cnt:
         merged = run_sweep(g, progress=False)
-    finally:
-        cnt.close()
     assert merged.attrs["summary"]["path_groups"] == 1
     assert cnt.n <= 1                                  # the merged program (nothing else is new)
     for c in ("time_ns", "lower_bound_ns", "n_flows", "tbs_used"):
         np.testing.assert_array_equal(merged[c].to_numpy(), one[c].to_numpy())
-    cnt = _Compiles()
-    try:
+    with count_compiles() as cnt:
         again = run_sweep(g, progress=False)
-    finally:
-        cnt.close()
     assert cnt.n == 0                                  # a second sweep of the same shapes compiles nothing
     np.testing.assert_array_equal(again["time_ns"].to_numpy(), merged["time_ns"].to_numpy())
 
