@@ -101,6 +101,12 @@ def main(argv=None):
         for coll, size, tbs in EXTRA:
             for pol in POLICIES:
                 out["extra"].append(case(s, coll, size, pol, tbs, EXTRA_MB))
+    # the paper's reading of Figure 14: the GEMM size at which the collective's speed (alone / with)
+    # first drops below 0.95, per policy, by the simulator and by the estimate
+    for c in out["fig14"]:
+        for who in ("sim", "est"):
+            c[f"threshold_mb_0.95_{who}"] = next((r["gemm_mb"] for r in c["rows"] if r[f"{who}_slowdown"] > 1 / 0.95),
+                                                 None)
     allrows = [r for c in out["fig14"] + out["extra"] for r in c["rows"]]
     out["lower_bound_holds_everywhere"] = all(r["lb_holds"] for r in allrows)
     out["cpu_s"] = time.process_time() - c0
