@@ -114,7 +114,8 @@ def main(argv=None):
     d.mkdir(parents=True, exist_ok=True)
     (d / "fig14_estimate.json").write_text(json.dumps(out, indent=1))
     plot(out, d / "fig14_estimate.png")
-    print(f"lower bound <= simulated everywhere: {out['lower_bound_holds_everywhere']}; wrote {d / 'fig14_estimate.json'}")
+    print(f"lower bound <= simulated everywhere: {out['lower_bound_holds_everywhere']}; "
+          f"wrote {d / 'fig14_estimate.json'}")
 
 
 def plot(out, fname):

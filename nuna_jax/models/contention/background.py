@@ -25,7 +25,7 @@ In phase ``k`` (starting at ``t_k``, the sum of the earlier phases' estimates), 
     T_r = min( c_r / (1 - rho_r),  c_r + rho_r D_r )
 
 (the first when the phase ends while the background still runs, the second, "all of the rest",
-when it outlasts the background).  The least fixed point of the phase (the max over resources
+when the phase outlasts the background).  The least fixed point of the phase (the max over resources
 of these non-decreasing maps of slope <= 1) is the max of the resources' own fixed points.
 With no background (``rho = 0``) ``T_r = c_r`` exactly.
 """
@@ -42,8 +42,8 @@ from ...system import System
 from .objective import estimate_phases, excess, segment_lmax
 from .tables import BIG, Tables, resource_service_ns, window_terms_of
 
-__all__ = ["BackgroundLoad", "background_tables", "background_load", "as_background_load", "check_background", "prorate",
-           "estimate_phases_bg", "lse_phases_bg"]
+__all__ = ["BackgroundLoad", "background_tables", "background_load", "as_background_load", "check_background",
+           "prorate", "estimate_phases_bg", "lse_phases_bg"]
 
 
 class BackgroundLoad(NamedTuple):
