@@ -56,9 +56,9 @@ N_IVS = 10
 #: fields of an output VC's row (``ovs``): owning input VC (-1 free), credits, tail sent, grant pointer
 (O_OWN, O_CRED, O_TAIL, O_GP) = range(4)
 N_OVS = 4
-#: fields of a buffer slot (``bq``): packet, flit index, arrival cycle
-(Q_PK, Q_FI, Q_ARR) = range(3)
-N_BQ = 3
+#: a buffer slot (``bq``) holds ``packet << FI_BITS | flit index`` (``packet_size`` <= 4,096 flits)
+FI_BITS = 12
+FI_MASK = (1 << FI_BITS) - 1
 #: fields of a packet (``pk``): destination, creation cycle, injection cycle, hops, measured, torus
 #: directions, dateline phase
 (K_DST, K_CT, K_IT, K_HOPS, K_REC, K_DIR, K_PH) = range(7)
@@ -118,32 +118,44 @@ def _retire(p, tail, t, mode, st, pk, free_slots):
 
 
 @_jit_inline
-def _enqueue(j, B, p, fi, t, bq, ivs):
-    """Append flit ``fi`` of packet ``p`` (usable from cycle ``t``) to VC buffer ``j`` (a ring of ``B``
-    slots); False when the buffer is full (a credit bug)."""
+def _enqueue(j, B, p, fi, bq, ivs):
+    """Append flit ``fi`` of packet ``p`` (arriving now) to VC buffer ``j`` (a ring of ``B`` slots); False
+    when the buffer is full (a credit bug)."""
     if ivs[j, I_CNT] >= B:
         return False
     pos = ivs[j, I_HEAD] + ivs[j, I_CNT]
     if pos >= B:
         pos -= B
-    bq[j * B + pos, Q_PK] = p
-    bq[j * B + pos, Q_FI] = fi
-    bq[j * B + pos, Q_ARR] = t
+    bq[j * B + pos] = (p << FI_BITS) | fi
     ivs[j, I_CNT] += 1
     return True
+
+
+@_jit_inline
+def _bits_below(n):
+    """The mask of bits ``0 .. n - 1`` (``n`` in 0..64)."""
+    if n >= 64:
+        return np.int64(-1)
+    return (np.int64(1) << n) - 1
+
+
+@_jit_inline
+def _vc_range(lo, hi):
+    """The mask of VCs ``lo .. hi``."""
+    return _bits_below(hi + 1) & ~_bits_below(lo)
 
 
 @_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bq, nem, rfl, ivs, ovs, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
+               bq, nem, rfl, ivs, ovs, ofree, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured, and those created while warming up that reach the head of
     their source queue now), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
     buffer overflow (a bug).  ``coord[r * n + d]``: router r's digit in dimension d; the state of
     input VC ``i`` is the row ``ivs[i]`` (fields ``I_*``), of output VC ``oi`` the row ``ovs[oi]``
-    (``O_*``), of buffer slot ``q`` the row ``bq[q]`` (``Q_*``), of packet ``p`` the row ``pk[p]``
+    (``O_*``), of buffer slot ``q`` ``bq[q]`` (packet and flit index), of packet ``p`` the row ``pk[p]``
     (``K_*``): one cache line per VC visit instead of one per field; ``wheel``/``wcnt``: the credits
     calendar, ``aw``/``acnt``: the flit arrivals calendar (a flit enters its buffer when it arrives,
     so no router visits it on the link); ``scr``: :func:`scratch`'s rows."""
@@ -187,6 +199,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 if WFTC == 1 and ovs[tgt, O_TAIL] == 1 and ovs[tgt, O_CRED] == B:
                     ovs[tgt, O_TAIL] = 0
                     ovs[tgt, O_OWN] = -1
+                    ofree[tgt // V] |= np.int64(1) << (tgt % V)
             else:
                 j = -tgt - 1
                 inj_cred[j] += 1
@@ -201,7 +214,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 _retire(aw[slot, k, 3], aw[slot, k, 4] == PS - 1, c, mode, st, pk, free_slots)
                 continue
             rp = aw[slot, k, 2]
-            if not _enqueue(j, B, aw[slot, k, 3], aw[slot, k, 4], c, bq, ivs):
+            if not _enqueue(j, B, aw[slot, k, 3], aw[slot, k, 4], bq, ivs):
                 return c, 2
             nem[rp] |= np.int64(1) << (j - rp * V)
             rfl[aw[slot, k, 1]] += 1
@@ -301,9 +314,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 i = base + li
                 if ivs[i, I_ST] == 0:
                     q = i * B + ivs[i, I_HEAD]
-                    p = bq[q, Q_PK]
-                    arr = bq[q, Q_ARR]
-                    rdy = arr if arr > ivs[i, I_FREE] else ivs[i, I_FREE]
+                    p = bq[q] >> FI_BITS
+                    # max(arrival, I_FREE) without storing the arrival: a head is routed the first cycle it is at
+                    # the front of an idle VC, either the cycle it arrived (into an idle, empty VC: arrival = c)
+                    # or the cycle after the previous tail was switched at c - 1 (arrival <= c - 1 < I_FREE =
+                    # c - 1 + sw_alloc_delay), so max(arrival, I_FREE) = max(c, I_FREE)
+                    rdy = c if c > ivs[i, I_FREE] else ivs[i, I_FREE]
                     ivs[i, I_RDY] = rdy + RD
                     d = pk[p, K_DST]
                     inp = actp[t]
@@ -334,19 +350,23 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 if ivs[i, I_ST] == 1 and ivs[i, I_RDY] <= c:
                     req_i[nreq] = li
                     nreq += 1
-            # 3b. VC allocation (iSLIP, one iteration)
+            # 3b. VC allocation (iSLIP, one iteration), over the free output VCs of each requested port
+            # (``ofree``: a bit mask per router port, so the work is the free VCs, not all of them)
             if nreq > 0:
                 for t in range(nreq):
                     vcnt[ivs[base + req_i[t], I_PORT]] = 0
                 for t in range(nreq):
                     vcnt[ivs[base + req_i[t], I_PORT]] += 1
                 for t in range(nreq):     # grant: each free output VC picks the requester after its pointer
-                    li = req_i[t]
-                    i = base + li
+                    i = base + req_i[t]
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
                         continue
-                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
+                    m = ofree[r * P + o] & _vc_range(ivs[i, I_LO], ivs[i, I_HI])
+                    while m != 0:
+                        low = m & (-m)
+                        m ^= low
+                        ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
                         grant[o * V + ov] = -1
                         gdist[o * V + ov] = PV + 1
                 for t in range(nreq):
@@ -355,11 +375,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i, I_PORT]
                     if vcnt[o] == 1:
                         continue
-                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
-                        oi = base + o * V + ov
-                        if ovs[oi, O_OWN] >= 0:
-                            continue
-                        dd = li - ovs[oi, O_GP]
+                    m = ofree[r * P + o] & _vc_range(ivs[i, I_LO], ivs[i, I_HI])
+                    while m != 0:
+                        low = m & (-m)
+                        m ^= low
+                        ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                        dd = li - ovs[base + o * V + ov, O_GP]
                         if dd < 0:
                             dd += PV
                         if dd < gdist[o * V + ov]:
@@ -369,20 +390,36 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     li = req_i[t]
                     i = base + li
                     o = ivs[i, I_PORT]
-                    only = vcnt[o] == 1
+                    m = ofree[r * P + o] & _vc_range(ivs[i, I_LO], ivs[i, I_HI])
+                    if m == 0:
+                        continue
                     best = -1
-                    bd = PV + 1
-                    for ov in range(ivs[i, I_LO], ivs[i, I_HI] + 1):
-                        if (only and ovs[base + o * V + ov, O_OWN] < 0) or (not only and grant[o * V + ov] == li):
-                            dd = o * V + ov - ivs[i, I_AP]
-                            if dd < 0:
-                                dd += PV
-                            if dd < bd:
-                                bd = dd
-                                best = ov
+                    pos = ivs[i, I_AP] - o * V   # the accept pointer, relative to this port's VC 0
+                    if vcnt[o] == 1:
+                        # every free VC granted: the first at or after the pointer (cyclically over all
+                        # the router's output VCs), i.e. the lowest one >= pos if the pointer is inside
+                        # this port, else the lowest one
+                        mh = m & ~_bits_below(pos) if 0 < pos < V else 0
+                        if mh == 0:
+                            mh = m
+                        best = DEBRUIJN[(((mh & (-mh)) * DEBRUIJN_MUL) >> 58) & 63]
+                    else:
+                        bd = PV + 1
+                        while m != 0:
+                            low = m & (-m)
+                            m ^= low
+                            ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                            if grant[o * V + ov] == li:
+                                dd = ov - pos
+                                if dd < 0:
+                                    dd += PV
+                                if dd < bd:
+                                    bd = dd
+                                    best = ov
                     if best >= 0:
                         oi = base + o * V + best
                         ovs[oi, O_OWN] = i
+                        ofree[r * P + o] &= ~(np.int64(1) << best)
                         ovs[oi, O_GP] = li + 1 if li + 1 < PV else 0
                         ivs[i, I_AP] = o * V + best + 1 if o * V + best + 1 < PV else 0
                         ivs[i, I_VC] = best
@@ -455,8 +492,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 svp[r * PSX + x] = v + 1 if v + 1 < V else 0
                 # move the front flit
                 q = i * B + ivs[i, I_HEAD]
-                p = bq[q, Q_PK]
-                fi = bq[q, Q_FI]
+                p = bq[q] >> FI_BITS
+                fi = bq[q] & FI_MASK
                 ivs[i, I_HEAD] = ivs[i, I_HEAD] + 1 if ivs[i, I_HEAD] + 1 < B else 0
                 ivs[i, I_CNT] -= 1
                 rfl[r] -= 1
@@ -497,6 +534,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ovs[oi, O_TAIL] = 1
                     else:
                         ovs[oi, O_OWN] = -1
+                        ofree[r * P + o] |= np.int64(1) << ov
                     ivs[i, I_ST] = 0
                     ivs[i, I_FREE] = c + SAD
                 else:

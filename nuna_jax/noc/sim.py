@@ -147,11 +147,12 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     free_slots = np.arange(pcap, dtype=np.int64)
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
-    bq = np.zeros((NIV * B, K.N_BQ), np.int64)
+    bq = np.zeros(NIV * B, np.int64)
     ivs = np.zeros((NIV, K.N_IVS), np.int64)
     ovs = np.zeros((NIV, K.N_OVS), np.int64)
     ovs[:, K.O_OWN] = -1
     ovs[:, K.O_CRED] = B
+    ofree = i64(N * P, -1 if V >= 64 else (1 << V) - 1)   # per router port: the mask of free output VCs
     nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
@@ -162,7 +163,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, nem, rfl, ivs, ovs, ofree, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
