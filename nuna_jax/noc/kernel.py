@@ -54,12 +54,17 @@ def seed_rng(seed):
 #: two constants: its port's row (router * ports + input port) and its router
 (I_ST, I_RDY, I_FREE, I_PORT, I_VC, I_LO, I_HI, I_HEAD, I_CNT, I_AP, I_ROW, I_RTR) = range(12)
 N_IVS = 12
-#: fields of an output VC's row (``ovs``): owning input VC (-1 free), credits, tail sent, grant pointer
-(O_OWN, O_CRED, O_TAIL, O_GP) = range(4)
-N_OVS = 4
-#: a buffer slot (``bq``) holds ``packet << FI_BITS | flit index`` (``packet_size`` <= 4,096 flits)
+#: fields of an output VC's row (``ovs``): owning input VC (-1 free), tail sent, grant pointer (its credits: ``ocr``)
+(O_OWN, O_TAIL, O_GP) = range(3)
+N_OVS = 3
+#: a flit, in a buffer slot (``bq``) and the arrivals calendar, is one int64: ``packet << PK_SHIFT |
+#: destination << FI_BITS | flit index`` (``packet_size`` <= 4,096 flits, nodes <= 2^20 (config.py),
+#: packets < 2^23 (sim.py's packet table): the routers read the destination without visiting the packet)
 FI_BITS = 12
 FI_MASK = (1 << FI_BITS) - 1
+DST_BITS = 20
+DST_MASK = (1 << DST_BITS) - 1
+PK_SHIFT = FI_BITS + DST_BITS
 #: fields of a packet (``pk``): destination, creation cycle, injection cycle, hops, measured, torus
 #: directions, dateline phase
 (K_DST, K_CT, K_IT, K_HOPS, K_REC, K_DIR, K_PH) = range(7)
@@ -67,7 +72,7 @@ N_PK = 7
 
 #: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
 #: numba's runtime, so it allocates nothing): lengths P*V x 6, P*S*P x 5, P x 2, P*S x 2, P
-(R_REQ, R_ACT, R_ACTP, R_ACTV, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
+(R_REQ, R_REQO, R_REQM, R_SPARE, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
  R_XACC, R_XD, R_VCNT) = range(16)
 N_SCRATCH = 16
 
@@ -78,17 +83,14 @@ def scratch(P, V, S):
 
 
 @_jit_inline
-def _send(aw, acnt, W, t, j, r, rp, p, fi):
-    """Schedule flit ``fi`` of packet ``p`` to enter VC buffer ``j`` (router ``r``, port row ``rp``) at
-    cycle ``t`` (``aw``/``acnt``: the arrivals calendar, ``W`` slots); until then no router visits it.
-    ``j = -1``: the flit reaches the sink of router ``r`` then (:func:`_retire`)."""
+def _send(aw, acnt, W, t, j, f):
+    """Schedule flit ``f`` (the word of ``FI_BITS``) to enter VC buffer ``j`` at cycle ``t`` (``aw``/``acnt``:
+    the arrivals calendar, ``W`` slots); until then no router visits it.  ``j = -1``: the flit reaches its
+    destination's sink then (:func:`_retire`)."""
     sl = t & (W - 1)
     k = acnt[sl]
     aw[sl, k, 0] = j
-    aw[sl, k, 1] = r
-    aw[sl, k, 2] = rp
-    aw[sl, k, 3] = p
-    aw[sl, k, 4] = fi
+    aw[sl, k, 1] = f
     acnt[sl] = k + 1
 
 
@@ -119,15 +121,15 @@ def _retire(p, tail, t, mode, st, pk, free_slots):
 
 
 @_jit_inline
-def _enqueue(j, B, p, fi, bq, ivs):
-    """Append flit ``fi`` of packet ``p`` (arriving now) to VC buffer ``j`` (a ring of ``B`` slots); False
-    when the buffer is full (a credit bug)."""
+def _enqueue(j, B, f, bq, ivs):
+    """Append flit ``f`` (arriving now) to VC buffer ``j`` (a ring of ``B`` slots); False when the buffer is
+    full (a credit bug)."""
     if ivs[j * N_IVS + I_CNT] >= B:
         return False
     pos = ivs[j * N_IVS + I_HEAD] + ivs[j * N_IVS + I_CNT]
     if pos >= B:
         pos -= B
-    bq[j * B + pos] = (p << FI_BITS) | fi
+    bq[j * B + pos] = f
     ivs[j * N_IVS + I_CNT] += 1
     return True
 
@@ -147,8 +149,8 @@ def _vc_range(lo, hi):
 
 
 @_jit_inline
-def _route(i, c, p, D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs):
-    """Route the head of packet ``p`` at the front of idle input VC ``i`` as the router would at cycle ``c``
+def _route(i, c, f, D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs):
+    """Route the head flit ``f`` (of packet ``p``) at the front of idle input VC ``i`` as the router would at cycle ``c``
     (dimension order; on a torus the packet's direction and the dateline VC class): state 1, ready (to
     request a VC) at ``max(c, I_FREE) + routing_delay``, which it returns.  ``max(c, I_FREE)`` is BookSim2's
     max(arrival, I_FREE): a head is routed the first cycle it is at the front of an idle VC, either the
@@ -160,7 +162,8 @@ def _route(i, c, p, D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs):
     ivs[b + I_RDY] = rdy
     r = ivs[b + I_RTR]
     inp = ivs[b + I_ROW] - r * (EJ + 1)
-    d = pk[p * N_PK + K_DST]
+    d = (f >> FI_BITS) & DST_MASK
+    p = f >> PK_SHIFT
     o = EJ
     for dim in range(D):
         x = coord[r * D + dim]
@@ -221,7 +224,7 @@ def _sleep(i, t, W2, whead, wnext):
 @_jit_loop
 def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, free_slots,
                sq, sq_head, sq_cnt, src_flit, src_vc, src_last, inj_cred, inj_own, inj_tail,
-               bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ofree, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
+               bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ocr, ofree, sgp, sap, svp, wheel, wcnt, aw, acnt, scr):
     """Advance cycles ``c0 .. c1 - 1``; ``mode`` 0 warm-up (every retired packet counts), 1 running
     (packets created now are measured, and those created while warming up that reach the head of
     their source queue now), 2 drain (stop once the measured packets are out).  Returns
@@ -242,6 +245,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
     half = V // 2
     # per-router scratch (rows of scr)
     req_i = scr[R_REQ]
+    req_o = scr[R_REQO]
+    req_m = scr[R_REQM]
     m = np.int64(0)
     grant = scr[R_GRANT]
     gdist = scr[R_GDIST]
@@ -266,8 +271,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
         for e in range(wcnt[slot]):
             tgt = wheel[slot, e]
             if tgt >= 0:
-                ovs[tgt * N_OVS + O_CRED] += 1
-                if WFTC == 1 and ovs[tgt * N_OVS + O_TAIL] == 1 and ovs[tgt * N_OVS + O_CRED] == B:
+                ocr[tgt] += 1
+                if WFTC == 1 and ovs[tgt * N_OVS + O_TAIL] == 1 and ocr[tgt] == B:
                     ovs[tgt * N_OVS + O_TAIL] = 0
                     ovs[tgt * N_OVS + O_OWN] = -1
                     ofree[tgt // V] |= np.int64(1) << (tgt % V)
@@ -295,14 +300,14 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
         for k in range(acnt[slot]):
             j = aw[slot, k, 0]
             if j < 0:
-                _retire(aw[slot, k, 3], aw[slot, k, 4] == PS - 1, c, mode, st, pk, free_slots)
+                _retire(aw[slot, k, 1] >> PK_SHIFT, (aw[slot, k, 1] & FI_MASK) == PS - 1, c, mode, st, pk, free_slots)
                 continue
-            if not _enqueue(j, B, aw[slot, k, 3], aw[slot, k, 4], bq, ivs):
+            if not _enqueue(j, B, aw[slot, k, 1], bq, ivs):
                 return c, 2
             if ivs[j * N_IVS + I_CNT] == 1:      # it is at the front
                 stt = ivs[j * N_IVS + I_ST]
                 if stt == 0:
-                    t = _route(j, c, aw[slot, k, 3], D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs)
+                    t = _route(j, c, aw[slot, k, 1], D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs)
                     if t <= c:
                         _mark(j, V, P, ivs, vam, rva)
                     else:
@@ -325,7 +330,6 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 pk[p * N_PK + K_DST] = d
                 pk[p * N_PK + K_CT] = c
                 pk[p * N_PK + K_IT] = -1
-                pk[p * N_PK + K_HOPS] = 0
                 # measured: created while running; 2: created while warming up, decided when it reaches
                 # the head of its source queue (below)
                 pk[p * N_PK + K_REC] = 1 if mode == 1 else (2 if mode == 0 else 0)
@@ -341,6 +345,17 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                             dirs |= 1 << dim
                 pk[p * N_PK + K_DIR] = dirs
                 pk[p * N_PK + K_PH] = 0
+                # the routers its head will cross (dimension order: the links per dimension, the torus way
+                # chosen, + 1)
+                h = 1
+                for dim in range(D):
+                    x = coord[s * D + dim]
+                    y = coord[d * D + dim]
+                    if TORUS == 1:
+                        h += (x - y + K) % K if (dirs >> dim) & 1 else (y - x + K) % K
+                    else:
+                        h += y - x if y > x else x - y
+                pk[p * N_PK + K_HOPS] = h
                 sq[s, (sq_head[s] + sq_cnt[s]) % QCAP] = p
                 sq_cnt[s] += 1
             if sq_cnt[s] > 0:
@@ -366,7 +381,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                             break
                 v = src_vc[s]
                 if v >= 0 and inj_cred[s * V + v] > 0:
-                    _send(aw, acnt, W, c + 2, (s * P + EJ) * V + v, s, s * P + EJ, p, fi)
+                    _send(aw, acnt, W, c + 2, (s * P + EJ) * V + v, (p << PK_SHIFT) | (pk[p * N_PK + K_DST] << FI_BITS) | fi)
                     inj_cred[s * V + v] -= 1
                     if fi == 0:
                         pk[p * N_PK + K_IT] = c
@@ -398,21 +413,22 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 while m != 0:
                     low = m & (-m)
                     m ^= low
-                    req_i[nreq] = inp * V + DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                    li = inp * V + DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                    i = base + li
+                    o = ivs[i * N_IVS + I_PORT]
+                    req_i[nreq] = li
+                    req_o[nreq] = o
+                    req_m[nreq] = _vc_range(ivs[i * N_IVS + I_LO], ivs[i * N_IVS + I_HI])
+                    vcnt[o] += 1          # requesters per output port (zero outside this block)
                     nreq += 1
             # 3b. VC allocation (iSLIP, one iteration), over the free output VCs of each requested port
             # (``ofree``: a bit mask per router port, so the work is the free VCs, not all of them)
             if nreq > 0:
-                for t in range(nreq):
-                    vcnt[ivs[(base + req_i[t]) * N_IVS + I_PORT]] = 0
-                for t in range(nreq):
-                    vcnt[ivs[(base + req_i[t]) * N_IVS + I_PORT]] += 1
                 for t in range(nreq):     # grant: each free output VC picks the requester after its pointer
-                    i = base + req_i[t]
-                    o = ivs[i * N_IVS + I_PORT]
+                    o = req_o[t]
                     if vcnt[o] == 1:      # the only requester of its port: every free VC grants it
                         continue
-                    m = ofree[r * P + o] & _vc_range(ivs[i * N_IVS + I_LO], ivs[i * N_IVS + I_HI])
+                    m = ofree[r * P + o] & req_m[t]
                     while m != 0:
                         low = m & (-m)
                         m ^= low
@@ -420,12 +436,11 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         grant[o * V + ov] = -1
                         gdist[o * V + ov] = PV + 1
                 for t in range(nreq):
-                    li = req_i[t]
-                    i = base + li
-                    o = ivs[i * N_IVS + I_PORT]
+                    o = req_o[t]
                     if vcnt[o] == 1:
                         continue
-                    m = ofree[r * P + o] & _vc_range(ivs[i * N_IVS + I_LO], ivs[i * N_IVS + I_HI])
+                    li = req_i[t]
+                    m = ofree[r * P + o] & req_m[t]
                     while m != 0:
                         low = m & (-m)
                         m ^= low
@@ -437,12 +452,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                             gdist[o * V + ov] = dd
                             grant[o * V + ov] = li
                 for t in range(nreq):     # accept: each input VC picks the granting VC after its pointer
-                    li = req_i[t]
-                    i = base + li
-                    o = ivs[i * N_IVS + I_PORT]
-                    m = ofree[r * P + o] & _vc_range(ivs[i * N_IVS + I_LO], ivs[i * N_IVS + I_HI])
+                    o = req_o[t]
+                    m = ofree[r * P + o] & req_m[t]
                     if m == 0:
                         continue
+                    li = req_i[t]
+                    i = base + li
                     best = -1
                     pos = ivs[i * N_IVS + I_AP] - o * V   # the accept pointer, relative to this port's VC 0
                     if vcnt[o] == 1:
@@ -477,6 +492,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ivs[i * N_IVS + I_RDY] = c + VAD
                         _unmark(i, V, P, ivs, vam, rva)
                         _sleep(i, c + VAD, W2, whead, wnext)
+                for t in range(nreq):
+                    vcnt[req_o[t]] = 0
             # 3c. switch allocation (iSLIP, one iteration) and traversal
             # (candidates: active VCs holding a flit whose ready cycle has come; they need a credit)
             nsr = 0
@@ -492,7 +509,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     v = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
                     i = base + inp * V + v
                     o = ivs[i * N_IVS + I_PORT]
-                    if ovs[(base + o * V + ivs[i * N_IVS + I_VC]) * N_OVS + O_CRED] <= 0:
+                    if ocr[base + o * V + ivs[i * N_IVS + I_VC]] <= 0:
                         continue
                     x = inp * S + (v % S if S > 1 else 0)
                     dd = v - svp[r * PSX + x]
@@ -549,15 +566,14 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 svp[r * PSX + x] = v + 1 if v + 1 < V else 0
                 # move the front flit
                 q = i * B + ivs[i * N_IVS + I_HEAD]
-                p = bq[q] >> FI_BITS
-                fi = bq[q] & FI_MASK
+                f = bq[q]
+                p = f >> PK_SHIFT
+                fi = f & FI_MASK
                 ivs[i * N_IVS + I_HEAD] = ivs[i * N_IVS + I_HEAD] + 1 if ivs[i * N_IVS + I_HEAD] + 1 < B else 0
                 ivs[i * N_IVS + I_CNT] -= 1
                 ov = ivs[i * N_IVS + I_VC]
                 oi = base + o * V + ov
-                ovs[oi * N_OVS + O_CRED] -= 1
-                if fi == 0:
-                    pk[p * N_PK + K_HOPS] += 1
+                ocr[oi] -= 1
                 st[S_FLIT_HOPS] += 1
                 tail = fi == PS - 1
                 e = c + SAD + 2
@@ -568,10 +584,10 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     sl = (c + SAD + 4 + CD) & (W - 1)
                     wheel[sl, wcnt[sl]] = oi
                     wcnt[sl] += 1
-                    _send(aw, acnt, W, e, -1, r, 0, p, fi)
+                    _send(aw, acnt, W, e, -1, f)
                 else:
                     nr = nbr[r * P + o]
-                    _send(aw, acnt, W, e, (nr * P + (o ^ 1)) * V + ov, nr, nr * P + (o ^ 1), p, fi)
+                    _send(aw, acnt, W, e, (nr * P + (o ^ 1)) * V + ov, f)
                     if TORUS == 1 and fi == 0 and wrap[r * P + o] == 1:   # the head crossed a dateline
                         pk[p * N_PK + K_PH] = 1
                 # the credit for the freed slot goes upstream
@@ -595,8 +611,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     if ivs[i * N_IVS + I_CNT] > 0:
                         # the next packet's head is at the front of the idle VC: the router routes it next
                         # cycle (ready at I_FREE + routing_delay > c), so route it now and let it wait
-                        p = bq[i * B + ivs[i * N_IVS + I_HEAD]] >> FI_BITS
-                        _sleep(i, _route(i, c + 1, p, D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs), W2,
+                        _sleep(i, _route(i, c + 1, bq[i * B + ivs[i * N_IVS + I_HEAD]], D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs), W2,
                                whead, wnext)
                 else:
                     ivs[i * N_IVS + I_RDY] = c + SAD

@@ -154,7 +154,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     rows[:, K.I_RTR] = np.arange(NIV) // (P * V)    # router
     ovs = np.zeros(NIV * K.N_OVS, np.int64)
     ovs[K.O_OWN::K.N_OVS] = -1
-    ovs[K.O_CRED::K.N_OVS] = B
+    ocr = i64(NIV, B)   # per output VC: its credits
     ofree = i64(N * P, -1 if V >= 64 else (1 << V) - 1)   # per router port: the mask of free output VCs
     # the routers' candidates: per router port, the mask of input VCs ready to ask for a VC (vam) / for the
     # switch (sam); per router, the mask of ports with any (rva, rsa); input VCs waiting for their ready
@@ -167,13 +167,13 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
-    aw, acnt = np.zeros((W, N * (P + 1), 5), np.int64), i64(W)   # a flit per link, source and sink a cycle
+    aw, acnt = np.zeros((W, N * (P + 1), 2), np.int64), i64(W)   # a flit per link, source and sink a cycle
     scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ofree, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ocr, ofree, *ptrs, wheel, wcnt, aw, acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
