@@ -615,7 +615,11 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                                whead, wnext)
                 else:
                     ivs[i * N_IVS + I_RDY] = c + SAD
-                    _unmark(i, V, P, ivs, sam, rsa)
-                    _sleep(i, c + SAD, W2, whead, wnext)
+                    if SAD > 1:
+                        _unmark(i, V, P, ivs, sam, rsa)
+                        _sleep(i, c + SAD, W2, whead, wnext)
+                    elif ivs[i * N_IVS + I_CNT] == 0:   # ready next cycle: a candidate again when a flit arrives
+                        _unmark(i, V, P, ivs, sam, rsa)
+                    # else ready next cycle with a flit: it stays a candidate (the router is done this cycle)
         c += 1
     return c, 0
