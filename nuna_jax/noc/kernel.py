@@ -44,6 +44,20 @@ for _b in range(64):
     DEBRUIJN[(((1 << _b) * DEBRUIJN_MUL) >> 58) & 63] = _b
 
 
+if HAVE_NUMBA:
+    from numba.cpython.unsafe.numbers import trailing_zeros as _trailing_zeros
+
+    @_jit_inline
+    def _ctz(m):
+        """The index of the lowest set bit of ``m`` (one instruction: LLVM's cttz)."""
+        return _trailing_zeros(m)
+else:
+    def _ctz(m):
+        """The index of the lowest set bit of ``m`` (a de Bruijn multiply and a table)."""
+        m = int(m) & 0xFFFFFFFFFFFFFFFF
+        return int(DEBRUIJN[((((m & -m) * DEBRUIJN_MUL) & 0xFFFFFFFFFFFFFFFF) >> 58) & 63])
+
+
 @_jit
 def seed_rng(seed):
     np.random.seed(seed)
@@ -406,14 +420,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
             nreq = 0
             m2 = rva[r]
             while m2 != 0:
-                low2 = m2 & (-m2)
-                m2 ^= low2
-                inp = DEBRUIJN[((low2 * DEBRUIJN_MUL) >> 58) & 63]
+                inp = _ctz(m2)
+                m2 &= m2 - 1
                 m = vam[r * P + inp]
                 while m != 0:
-                    low = m & (-m)
-                    m ^= low
-                    li = inp * V + DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                    li = inp * V + _ctz(m)
+                    m &= m - 1
                     i = base + li
                     o = ivs[i * N_IVS + I_PORT]
                     req_i[nreq] = li
@@ -430,9 +442,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         continue
                     m = ofree[r * P + o] & req_m[t]
                     while m != 0:
-                        low = m & (-m)
-                        m ^= low
-                        ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                        ov = _ctz(m)
+                        m &= m - 1
                         grant[o * V + ov] = -1
                         gdist[o * V + ov] = PV + 1
                 for t in range(nreq):
@@ -442,9 +453,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     li = req_i[t]
                     m = ofree[r * P + o] & req_m[t]
                     while m != 0:
-                        low = m & (-m)
-                        m ^= low
-                        ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                        ov = _ctz(m)
+                        m &= m - 1
                         dd = li - ovs[(base + o * V + ov) * N_OVS + O_GP]
                         if dd < 0:
                             dd += PV
@@ -467,13 +477,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         mh = m & ~_bits_below(pos) if 0 < pos < V else 0
                         if mh == 0:
                             mh = m
-                        best = DEBRUIJN[(((mh & (-mh)) * DEBRUIJN_MUL) >> 58) & 63]
+                        best = _ctz(mh)
                     else:
                         bd = PV + 1
                         while m != 0:
-                            low = m & (-m)
-                            m ^= low
-                            ov = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                            ov = _ctz(m)
+                            m &= m - 1
                             if grant[o * V + ov] == li:
                                 dd = ov - pos
                                 if dd < 0:
@@ -499,14 +508,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
             nsr = 0
             m2 = rsa[r]
             while m2 != 0:
-                low2 = m2 & (-m2)
-                m2 ^= low2
-                inp = DEBRUIJN[((low2 * DEBRUIJN_MUL) >> 58) & 63]
+                inp = _ctz(m2)
+                m2 &= m2 - 1
                 m = sam[r * P + inp]
                 while m != 0:
-                    low = m & (-m)
-                    m ^= low
-                    v = DEBRUIJN[((low * DEBRUIJN_MUL) >> 58) & 63]
+                    v = _ctz(m)
+                    m &= m - 1
                     i = base + inp * V + v
                     o = ivs[i * N_IVS + I_PORT]
                     if ocr[base + o * V + ivs[i * N_IVS + I_VC]] <= 0:

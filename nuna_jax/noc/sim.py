@@ -77,6 +77,14 @@ def _topology(cfg: NocConfig):
     return nbr, wrap
 
 
+def _zeros64(n: int) -> np.ndarray:
+    """``n`` int64 zeros starting on a 64-byte boundary (a cache line: a VC's buffer of 8 slots, a row of 8
+    fields, is one line instead of two)."""
+    raw = np.zeros(n + 8, np.int64)
+    off = (-raw.ctypes.data % 64) // 8
+    return raw[off:off + n]
+
+
 class NocResult(dict):
     """The run's numbers (plain floats / ints), as ``nuna-jax noc --json`` prints them."""
 
@@ -147,7 +155,7 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     free_slots = np.arange(pcap, dtype=np.int64)
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
-    bq = np.zeros(NIV * B, np.int64)
+    bq = _zeros64(NIV * B)
     ivs = np.zeros(NIV * K.N_IVS, np.int64)
     rows = ivs.reshape(NIV, K.N_IVS)
     rows[:, K.I_ROW] = np.arange(NIV) // V          # router * ports + input port
