@@ -535,12 +535,12 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         sreq_d[t] = dd
             if nsr == 0:
                 continue
-            for a_ in range(nsr):
+            for a_ in range(nsr if nsr > 1 else 0):   # (one request: granted and accepted)
                 ogrant[sl_o[a_]] = -1
                 ogd[sl_o[a_]] = PSX + 1
                 xacc[sl_x[a_]] = -1
                 xd[sl_x[a_]] = P + 1
-            for a_ in range(nsr):      # grant: each output picks an input after its pointer
+            for a_ in range(nsr if nsr > 1 else 0):      # grant: each output picks an input after its pointer
                 o = sl_o[a_]
                 dd = sl_x[a_] - sgp[r * P + o]
                 if dd < 0:
@@ -548,7 +548,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 if dd < ogd[o]:
                     ogd[o] = dd
                     ogrant[o] = sl_x[a_]
-            for a_ in range(nsr):      # accept: each input picks a granting output after its pointer
+            for a_ in range(nsr if nsr > 1 else 0):      # accept: each input picks a granting output after its pointer
                 o = sl_o[a_]
                 x = sl_x[a_]
                 if ogrant[o] == x:
@@ -563,7 +563,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 v = sreq_vc[t]
                 sreq_vc[t] = -1
                 x = sl_x[a_]
-                if xacc[x] != a_:
+                if nsr > 1 and xacc[x] != a_:
                     continue
                 o = sl_o[a_]
                 inp = x // S if S > 1 else x
