@@ -43,6 +43,9 @@ def _small(**kw):
     ({"packet_size": 20, "num_vcs": 8, "routing_delay": 0, "credit_delay": 2, "input_speedup": 2,
       "wait_for_tail_credit": 1}, 2 + 3 * 4 + 19),                         # 33: mesh88_lat's router
     ({"topology": "torus", "k": 4, "n": 1}, 2 + 2 * 5),                    # 12: one link each (wrap links too)
+    # delays above 1 (the kernel keeps a waiting VC in its wake calendar) and none
+    ({"routing_delay": 2, "sw_alloc_delay": 3}, 2 + 3 * (2 + 1 + 3 + 2)),  # 26
+    ({"routing_delay": 0, "vc_alloc_delay": 3, "packet_size": 4}, 2 + 3 * (0 + 3 + 1 + 2) + 3),   # 23
 ])
 def test_zero_load_latency_hand_computed(kw, want):
     cfg = _small(**kw)
