@@ -19,6 +19,16 @@ moves the winners: the flit lands in the downstream buffer (or the sink) ``sw_al
 cycles later and a credit goes back upstream, usable ``sw_alloc_delay + 1 + credit_delay``
 cycles later.  A head that arrives at cycle a asks for a VC at ``a + routing_delay`` and for the
 switch ``vc_alloc_delay`` cycles after the grant; body flits follow one per cycle.
+
+The work is proportional to what happens, not to the network's size (docs/noc.md, "Speed"): a head
+is routed once, when it reaches the front of an idle VC (on arrival, or when the previous packet's
+tail leaves); an input VC is a *candidate* of its router -- a bit in a per-port mask of VCs asking
+for a VC (``vam``) or for the switch (``sam``), with a per-router mask of the ports holding any --
+only from its ready cycle on, and until then waits in a wake calendar (``whead``/``wnext``); flits on
+links wait in the arrivals calendar and credits in the credits calendar.  A router without
+candidates is skipped; VC allocation visits the free output VCs (``ofree``, a mask per port) of the
+requested range.  All of it gives the cycle-by-cycle result of scanning every VC every cycle
+(benchmarks/check_noc_digests.py).
 """
 
 from __future__ import annotations
@@ -244,11 +254,13 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
     their source queue now), 2 drain (stop once the measured packets are out).  Returns
     (next cycle, status): status 0 ok, 1 a queue or the packet table overflowed (unstable), 2 a
     buffer overflow (a bug).  ``coord[r * n + d]``: router r's digit in dimension d; the state of
-    input VC ``i`` is the row ``ivs[i]`` (fields ``I_*``), of output VC ``oi`` the row ``ovs[oi]``
-    (``O_*``), of buffer slot ``q`` ``bq[q]`` (packet and flit index), of packet ``p`` the row ``pk[p]``
-    (``K_*``): one cache line per VC visit instead of one per field; ``wheel``/``wcnt``: the credits
-    calendar, ``aw``/``acnt``: the flit arrivals calendar (a flit enters its buffer when it arrives,
-    so no router visits it on the link); ``scr``: :func:`scratch`'s rows."""
+    input VC ``i`` is the row ``ivs[i * N_IVS:]`` (fields ``I_*``), of output VC ``oi`` the row
+    ``ovs[oi * N_OVS:]`` (``O_*``) and its credits ``ocr[oi]``, of buffer slot ``q`` the flit word ``bq[q]``,
+    of packet ``p`` the row ``pk[p * N_PK:]`` (``K_*``); ``vam``/``rva``, ``sam``/``rsa``: the routers'
+    candidates for VC and switch allocation, ``whead``/``wnext``: the wake calendar of VCs waiting for
+    their ready cycle; ``ofree``: per router port, the mask of free output VCs; ``wheel``/``wcnt``: the
+    credits calendar, ``aw``/``acnt``: the flit arrivals calendar (a flit enters its buffer when it
+    arrives, so no router visits it on the link); ``scr``: :func:`scratch`'s rows."""
     N = prm[P_N]; K = prm[P_K]; D = prm[P_DIMS]; P = prm[P_PORTS]; V = prm[P_V]; B = prm[P_B]
     S = prm[P_S]; PS = prm[P_PS]; RD = prm[P_RD]; VAD = prm[P_VAD]; SAD = prm[P_SAD]; CD = prm[P_CD]
     WFTC = prm[P_WFTC]; TORUS = prm[P_TORUS]; QCAP = prm[P_QCAP]; W = prm[P_WHEEL]; UNIF = prm[P_UNIFORM]
