@@ -350,3 +350,15 @@ def test_committed_validation_latency_at_every_rate_below_saturation():
         for p in r["points"]:
             if p["below_saturation"]:
                 assert abs(p["latency_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"], p["injection_rate"])
+
+
+def test_node_count_beyond_the_flit_word_is_refused():
+    """The kernel's flit word holds a destination in 20 bits: k^n > 2^20 is refused (naming k and n) even
+    when --max-work lifts the work limits; 2^20 itself passes that check."""
+    from nuna_jax.limits import Limits, using
+    with using(Limits(1 << 21)):
+        with pytest.raises(ValueError, match="'k' and 'n'.*2\\^20"):
+            load_config(text=SMALL, overrides=["k=1024", "n=3"])
+        cfg = load_config(text=SMALL, overrides=["k=1024", "n=2", "num_vcs=1", "vc_buf_size=1", "sample_period=1",
+                                                 "warmup_periods=1", "max_samples=1"])
+        assert cfg.nodes == 1 << 20
