@@ -108,7 +108,7 @@ def scratch(P, V, S):
 
 @_jit_inline
 def _send(aw, acnt, W, t, j, f):
-    """Schedule flit ``f`` (the word of ``FI_BITS``) to enter VC buffer ``j`` at cycle ``t`` (``aw``/``acnt``:
+    """Schedule flit ``f`` (its word: ``PK_SHIFT``) to enter VC buffer ``j`` at cycle ``t`` (``aw``/``acnt``:
     the arrivals calendar, ``W`` slots); until then no router visits it.  ``j = -1``: the flit reaches its
     destination's sink then (:func:`_retire`)."""
     sl = t & (W - 1)
@@ -174,7 +174,7 @@ def _vc_range(lo, hi):
 
 @_jit_inline
 def _route(i, c, f, D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs):
-    """Route the head flit ``f`` (of packet ``p``) at the front of idle input VC ``i`` as the router would at cycle ``c``
+    """Route the head flit ``f`` at the front of idle input VC ``i`` as the router would at cycle ``c``
     (dimension order; on a torus the packet's direction and the dateline VC class): state 1, ready (to
     request a VC) at ``max(c, I_FREE) + routing_delay``, which it returns.  ``max(c, I_FREE)`` is BookSim2's
     max(arrival, I_FREE): a head is routed the first cycle it is at the front of an idle VC, either the
@@ -407,7 +407,8 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                             break
                 v = src_vc[s]
                 if v >= 0 and inj_cred[s * V + v] > 0:
-                    _send(aw, acnt, W, c + 2, (s * P + EJ) * V + v, (p << PK_SHIFT) | (pk[p * N_PK + K_DST] << FI_BITS) | fi)
+                    f = (p << PK_SHIFT) | (pk[p * N_PK + K_DST] << FI_BITS) | fi
+                    _send(aw, acnt, W, c + 2, (s * P + EJ) * V + v, f)
                     inj_cred[s * V + v] -= 1
                     if fi == 0:
                         pk[p * N_PK + K_IT] = c
@@ -630,8 +631,9 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     if ivs[i * N_IVS + I_CNT] > 0:
                         # the next packet's head is at the front of the idle VC: the router routes it next
                         # cycle (ready at I_FREE + routing_delay > c), so route it now and let it wait
-                        _sleep(i, _route(i, c + 1, bq[i * B + ivs[i * N_IVS + I_HEAD]], D, V, EJ, TORUS, RD, half, coord, wrap, pk, ivs), W2,
-                               whead, wnext)
+                        t = _route(i, c + 1, bq[i * B + ivs[i * N_IVS + I_HEAD]], D, V, EJ, TORUS, RD, half, coord,
+                                   wrap, pk, ivs)
+                        _sleep(i, t, W2, whead, wnext)
                 else:
                     ivs[i * N_IVS + I_RDY] = c + SAD
                     if SAD > 1:

@@ -181,7 +181,8 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ocr, ofree, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ocr, ofree, *ptrs, wheel, wcnt, aw,
+                                  acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status
