@@ -96,7 +96,7 @@ N_PK = 7
 
 #: per-router scratch rows of ``run_cycles``'s ``scr`` (allocated by the caller: the loop runs without
 #: numba's runtime, so it allocates nothing): lengths P*V x 6, P*S*P x 5, P x 2, P*S x 2, P
-(R_REQ, R_REQO, R_REQM, R_SPARE, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
+(R_REQ, R_REQO, R_REQM, R_REQP, R_GRANT, R_GDIST, R_SREQ_VC, R_SREQ_D, R_SL_T, R_SL_X, R_SL_O, R_OGRANT, R_OGD,
  R_XACC, R_XD, R_VCNT) = range(16)
 N_SCRATCH = 16
 
@@ -226,14 +226,12 @@ def _mark(i, V, P, ivs, msk, rmsk):
 
 
 @_jit_inline
-def _unmark(i, V, P, ivs, msk, rmsk):
-    """Take input VC ``i`` out of a router's candidate set (:func:`_mark`)."""
-    rp = ivs[i * N_IVS + I_ROW]
-    r = ivs[i * N_IVS + I_RTR]
-    m = msk[rp] & ~(np.int64(1) << (i - rp * V))
-    msk[rp] = m
+def _unmark(r, inp, v, P, msk, rmsk):
+    """Take VC ``v`` of input port ``inp`` of router ``r`` out of the router's candidate set (:func:`_mark`)."""
+    m = msk[r * P + inp] & ~(np.int64(1) << v)
+    msk[r * P + inp] = m
     if m == 0:
-        rmsk[r] &= ~(np.int64(1) << (rp - r * P))
+        rmsk[r] &= ~(np.int64(1) << inp)
 
 
 @_jit_inline
@@ -273,6 +271,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
     req_i = scr[R_REQ]
     req_o = scr[R_REQO]
     req_m = scr[R_REQM]
+    req_p = scr[R_REQP]
     m = np.int64(0)
     grant = scr[R_GRANT]
     gdist = scr[R_GDIST]
@@ -443,6 +442,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                     o = ivs[i * N_IVS + I_PORT]
                     req_i[nreq] = li
                     req_o[nreq] = o
+                    req_p[nreq] = inp
                     req_m[nreq] = _vc_range(ivs[i * N_IVS + I_LO], ivs[i * N_IVS + I_HI])
                     vcnt[o] += 1          # requesters per output port (zero outside this block)
                     nreq += 1
@@ -512,7 +512,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ivs[i * N_IVS + I_VC] = best
                         ivs[i * N_IVS + I_ST] = 2
                         ivs[i * N_IVS + I_RDY] = c + VAD
-                        _unmark(i, V, P, ivs, vam, rva)
+                        _unmark(r, req_p[t], li - req_p[t] * V, P, vam, rva)
                         _sleep(i, c + VAD, W2, whead, wnext)
                 for t in range(nreq):
                     vcnt[req_o[t]] = 0
@@ -627,7 +627,7 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                         ofree[r * P + o] |= np.int64(1) << ov
                     ivs[i * N_IVS + I_ST] = 0
                     ivs[i * N_IVS + I_FREE] = c + SAD
-                    _unmark(i, V, P, ivs, sam, rsa)
+                    _unmark(r, inp, v, P, sam, rsa)
                     if ivs[i * N_IVS + I_CNT] > 0:
                         # the next packet's head is at the front of the idle VC: the router routes it next
                         # cycle (ready at I_FREE + routing_delay > c), so route it now and let it wait
@@ -637,10 +637,10 @@ def run_cycles(c0, c1, mode, prate, prm, nbr, wrap, coord, dest_tab, st, pk, fre
                 else:
                     ivs[i * N_IVS + I_RDY] = c + SAD
                     if SAD > 1:
-                        _unmark(i, V, P, ivs, sam, rsa)
+                        _unmark(r, inp, v, P, sam, rsa)
                         _sleep(i, c + SAD, W2, whead, wnext)
                     elif ivs[i * N_IVS + I_CNT] == 0:   # ready next cycle: a candidate again when a flit arrives
-                        _unmark(i, V, P, ivs, sam, rsa)
+                        _unmark(r, inp, v, P, sam, rsa)
                     # else ready next cycle with a flit: it stays a candidate (the router is done this cycle)
         c += 1
     return c, 0
