@@ -94,10 +94,10 @@ def _residue_counts_dense(seg: _Segments, group, n_groups: int, residue0, m):
     ``L mod m`` residues after ``r0`` (cyclically; slot ``m`` is scratch).  Returns the
     (group, residue, count) of every nonzero count, by group then residue.
 
-    One difference array of int32 (``+`` where a run starts, ``-`` where it ends; the full turns
-    ``L // m`` enter at slot 0 and leave at the scratch slot), summed in place: every group's
+    One difference array (``+`` where a run starts, ``-`` where it ends, two ``bincount``; the full
+    turns ``L // m`` enter at slot 0 and leave at the scratch slot), summed in place: every group's
     scratch slot sums to zero, so the nonzero slots are the counts.  (On these VMs fresh memory
-    costs more than arithmetic: one array of the dense size, not several of float64.)"""
+    costs more than arithmetic: two arrays of the dense size, not six.)"""
     g_m = np.zeros(n_groups, np.int64)
     g_m[group] = m
     base_of = np.concatenate([[0], np.cumsum(g_m + 1)[:-1]])
@@ -108,13 +108,10 @@ def _residue_counts_dense(seg: _Segments, group, n_groups: int, residue0, m):
     wrap = b > m
     base = base_of[group]
     # a run of rem flits from r0: +1 at r0, -1 at its end (wrapping past m: -1 at m, +1 at 0, -1 at b - m)
-    cnt = np.zeros(total + 1, np.int64 if int(seg.length.sum()) >= 2 ** 31 else np.int32)
-    np.add.at(cnt, base + residue0, 1)
-    np.add.at(cnt, base + np.where(wrap, m, b), -1)
-    np.add.at(cnt, base[wrap], 1)
-    np.add.at(cnt, (base + b - m)[wrap], -1)
-    cnt[base_of] += full.astype(cnt.dtype)
-    cnt[base_of + g_m] -= full.astype(cnt.dtype)
+    cnt = np.bincount(np.concatenate([base + residue0, base[wrap]]), minlength=total + 1)
+    cnt -= np.bincount(np.concatenate([base + np.where(wrap, m, b), (base + b - m)[wrap]]), minlength=total + 1)
+    cnt[base_of] += full
+    cnt[base_of + g_m] -= full
     np.cumsum(cnt, out=cnt)
     nz = np.flatnonzero(cnt[:total])
     per = np.add.reduceat(cnt[:total] != 0, base_of, dtype=np.int64) if total else np.zeros(n_groups, np.int64)
