@@ -5,6 +5,7 @@
     python benchmarks/profile_fig9.py [--gpus 2,8,64] [--sizes 100kB,1MB,10MB,64MB] [--top 40] [--label L]
                                       [--build-jobs N] [--merge-factor F] [--no-profile] [--compare FILE]
     python benchmarks/profile_fig9.py --one 64,64MB,NAP+NAR [--tbs best|N] [--label L]   # one scenario build
+    python benchmarks/profile_fig9.py --split-tasks 64,64MB [--label L]   # a point's build-worker tasks here
     BENCH_CODE_ROOT=/path/to/old/checkout python benchmarks/profile_fig9.py ...   # the same on other code
 
 Prints the sweep's own split (traffic, compile, evaluate), the compilations, and the functions
@@ -23,6 +24,12 @@ default ``best``: the three threadblock candidates, each with NAP's granularity 
 seconds (user and system: on these VMs first-touching fresh memory is much of it) split over the
 phases (plan, placement, lowering, the estimate's padding/stacking on the host, the estimate's XLA
 call, XLA compilations), with page faults and peak memory; writes ``profile_fig9_one_<label>_<date>.json``.
+
+``--split-tasks GPUS,SIZE``: the tasks the sweep's build workers run for that NAP+NAR All-Gather point
+(``sweep.trafficpool``: one ``nap_candidate`` per threadblock count and granularity, then the rebuild of
+each count's fastest), one after another in this process, each task's CPU seconds; run it with the
+workers' allocator settings (``trafficpool.MALLOC_ENV`` in the environment) to see what a worker
+spends.  Writes ``fig9_split_tasks_<label>_<date>.json``.
 """
 
 from __future__ import annotations
@@ -165,6 +172,60 @@ def one_build(a) -> int:
     return 0
 
 
+def split_tasks(a) -> int:
+    """``--split-tasks``: a point's build-worker tasks, one after another here (module doc)."""
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import tbs_candidates
+    from nuna_jax.sweep import trafficpool
+    gpus, size = a.split_tasks.split(",")
+    n, size = int(gpus), int(parse_size(size))
+    s = preset("table2", n_gpus=n)
+    comp = {"n": 0, "s": 0.0}
+
+    def listen(ev, dur, **kw):
+        if ev == "/jax/core/compile/backend_compile_duration":
+            comp["n"] += 1
+            comp["s"] += dur
+    jax.monitoring.register_event_duration_secs_listener(listen)
+
+    def cpu(a_, b_):
+        return b_.ru_utime - a_.ru_utime + b_.ru_stime - a_.ru_stime
+    ru = lambda: resource.getrusage(resource.RUSAGE_SELF)  # noqa: E731
+    tasks, load0 = [], os.getloadavg()
+    r0, w0 = ru(), time.perf_counter()
+    for tbs in tbs_candidates(n):
+        pt = {"collective": "allgather", "size": size, "policy": "NAP+NAR", "tbs_per_gpu": tbs,
+              "algorithm": "direct", "nar_granularity": None}
+        est = {}
+        for g in trafficpool.nap_granularities(s):
+            x = ru()
+            _, _, st, v = trafficpool.nap_candidate((0, s, pt, g))
+            y = ru()
+            est[g] = v
+            tasks.append({"tbs": tbs, "g": g, "cpu_s": cpu(x, y), "sys_s": y.ru_stime - x.ru_stime,
+                          "estimate_ns": float(v).hex()})
+        gb = min(est, key=lambda x: (est[x], x))
+        x = ru()
+        trafficpool.build_task((0, s, dict(pt, nar_granularity=gb)))
+        y = ru()
+        tasks.append({"tbs": tbs, "g": gb, "rebuild": True, "cpu_s": cpu(x, y), "sys_s": y.ru_stime - x.ru_stime})
+    r1 = ru()
+    res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "backend": jax.default_backend()},
+           "case": f"{n} GPUs {size} B NAP+NAR", "code": str(Path(sys.modules["nuna_jax"].__file__).parent),
+           "malloc_env": {k: os.environ.get(k) for k in getattr(trafficpool, "MALLOC_ENV", {})},
+           "wall_s": time.perf_counter() - w0, "cpu_s": cpu(r0, r1), "sys_s": r1.ru_stime - r0.ru_stime,
+           "largest_task_cpu_s": max(t["cpu_s"] for t in tasks), "xla_compilations": comp["n"],
+           "xla_compile_s": comp["s"], "peak_rss_gb": r1.ru_maxrss / 1e6, "load_before": load0,
+           "load_after": os.getloadavg(), "tasks": tasks}
+    print({k: v for k, v in res.items() if k != "tasks"})
+    label = f"_{a.label}" if a.label else ""
+    out = Path(a.out) / f"fig9_split_tasks{label}_{res['date'][:10]}.json"
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="2,8,64")
@@ -182,9 +243,13 @@ def main(argv=None) -> int:
                     help="JAX platform of the build workers (NUNA_JAX_BUILD_PLATFORM; gpu: experimental)")
     ap.add_argument("--one", default=None, metavar="GPUS,SIZE,POLICY",
                     help="one make_scenario of that All-Gather instead of the grid, split by phase (e.g. 64,64MB,NAP+NAR)")
+    ap.add_argument("--split-tasks", default=None, metavar="GPUS,SIZE",
+                    help="a NAP+NAR point's build-worker tasks run here one after another (e.g. 64,64MB)")
     a = ap.parse_args(argv)
     if a.one:
         return one_build(a)
+    if a.split_tasks:
+        return split_tasks(a)
     comp = {"n": 0, "s": 0.0}
 
     def listen(event, duration, **kw):
