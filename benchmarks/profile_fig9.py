@@ -4,6 +4,8 @@
 
     python benchmarks/profile_fig9.py [--gpus 2,8,64] [--sizes 100kB,1MB,10MB,64MB] [--top 40] [--label L]
                                       [--build-jobs N] [--merge-factor F] [--no-profile] [--compare FILE]
+    python benchmarks/profile_fig9.py --one 64,64MB,NAP+NAR [--tbs best|N] [--label L]   # one scenario build
+    python benchmarks/profile_fig9.py --split-tasks 64,64MB [--label L]   # a point's build-worker tasks here
     BENCH_CODE_ROOT=/path/to/old/checkout python benchmarks/profile_fig9.py ...   # the same on other code
 
 Prints the sweep's own split (traffic, compile, evaluate), the compilations, and the functions
@@ -16,6 +18,18 @@ sweep's shape merging (default: the sweep's own); ``--no-profile``: no cProfile 
 ``--compare FILE``: the rows compared with those of another run (this script's JSON, or
 ``bench_sweep.py``'s: its ``fig9`` rows), by grid index: equal bit for bit or not, and the largest
 relative difference of ``time_ns`` / ``lower_bound_ns`` (written under ``compare``).
+
+``--one GPUS,SIZE,POLICY``: instead of the grid, one ``make_scenario`` of that All-Gather (``--tbs``,
+default ``best``: the three threadblock candidates, each with NAP's granularity search), its CPU
+seconds (user and system: on these VMs first-touching fresh memory is much of it) split over the
+phases (plan, placement, lowering, the estimate's padding/stacking on the host, the estimate's XLA
+call, XLA compilations), with page faults and peak memory; writes ``profile_fig9_one_<label>_<date>.json``.
+
+``--split-tasks GPUS,SIZE``: the tasks the sweep's build workers run for that NAP+NAR All-Gather point
+(``sweep.trafficpool``: one ``nap_candidate`` per threadblock count and granularity, then the rebuild of
+each count's fastest), one after another in this process, each task's CPU seconds; run it with the
+workers' allocator settings (``trafficpool.MALLOC_ENV`` in the environment) to see what a worker
+spends.  Writes ``fig9_split_tasks_<label>_<date>.json``.
 """
 
 from __future__ import annotations
@@ -72,6 +86,146 @@ def compare_rows(rows: list, path: str) -> dict:
     return out
 
 
+class _Phases:
+    """CPU seconds (user, system), page faults and calls of the functions wrapped by :meth:`wrap`,
+    the outermost call of each phase counted (a phase inside another is not subtracted from it)."""
+
+    def __init__(self):
+        self.acc, self.depth = {}, {}
+
+    def wrap(self, mod, name, phase):
+        fn = getattr(mod, name)
+
+        def timed(*a, **kw):
+            d = self.depth.get(phase, 0)
+            self.depth[phase] = d + 1
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.depth[phase] = d
+                if d == 0:
+                    r1 = resource.getrusage(resource.RUSAGE_SELF)
+                    v = self.acc.setdefault(phase, {"user_s": 0.0, "sys_s": 0.0, "faults": 0, "calls": 0})
+                    v["user_s"] += r1.ru_utime - r0.ru_utime
+                    v["sys_s"] += r1.ru_stime - r0.ru_stime
+                    v["faults"] += r1.ru_minflt - r0.ru_minflt
+                    v["calls"] += 1
+        setattr(mod, name, timed)
+
+
+def one_build(a) -> int:
+    """``--one``: one scenario build, its CPU time split by phase (module doc)."""
+    from nuna_jax import lowering, placement, scenario
+    from nuna_jax.models.contention import report
+    from nuna_jax.presets import preset
+    gpus, size, policy = a.one.split(",")
+    ph = _Phases()
+    ph.wrap(scenario, "generated_plan", "plan")
+    ph.wrap(scenario, "place", "placement")
+    ph.wrap(scenario, "build_traffic", "lowering")
+    ph.wrap(report, "_stack_host", "estimate: pad + stack (host)")
+    ph.wrap(report, "estimate_batch_jit", "estimate: XLA call")
+    ph.wrap(report, "estimate_batch_quick_jit", "estimate: XLA call")
+    from nuna_jax.models import contention
+    ph.wrap(contention, "estimate_many", "estimate (all)")
+    comp = {"n": 0, "s": 0.0}
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            comp["n"] += 1
+            comp["s"] += duration
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    s = preset("table2", n_gpus=int(gpus))
+    tbs = a.tbs if a.tbs == "best" else int(a.tbs)
+    load0 = os.getloadavg()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    sc = scenario.make_scenario(s, collective="allgather", size_bytes=int(parse_size(size)), policy=policy,
+                                tbs_per_gpu=tbs)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "backend": jax.default_backend(),
+                       "jax": jax.__version__},
+           "code": str(Path(sys.modules["nuna_jax"].__file__).parent), "case": a.one, "tbs": a.tbs,
+           "wall_s": wall, "user_s": r1.ru_utime - r0.ru_utime, "sys_s": r1.ru_stime - r0.ru_stime,
+           "faults": r1.ru_minflt - r0.ru_minflt, "peak_rss_gb": r1.ru_maxrss / 1e6,
+           "load_avg_before": load0, "load_avg_after": os.getloadavg(),
+           "xla_compilations": comp["n"], "xla_compile_s_summed": comp["s"], "phases": ph.acc,
+           "chosen": {"tbs_per_gpu": int(sc.plan.tbs_per_gpu.max()),
+                      "granularity": int(sc.placement.routing_granularity), "n_flows": sc.traffic.n_flows},
+           "tbs_search_ns": {str(k): float(v) for k, v in (sc.tbs_search or {}).items()},
+           "granularity_search_ns": {str(k): float(v).hex() for k, v in
+                                     (sc.placement.granularity_search or {}).items()}}
+    print(f"{a.one} tbs={a.tbs}: wall {wall:.1f} s, CPU {res['user_s']:.1f} user + {res['sys_s']:.1f} sys, "
+          f"{res['faults']} page faults, peak {res['peak_rss_gb']:.2f} GB, {comp['n']} XLA compilations "
+          f"({comp['s']:.1f} s), load {load0[0]:.1f}-{res['load_avg_after'][0]:.1f}")
+    for k, v in ph.acc.items():
+        print(f"  {k:30s} {v['user_s']:7.2f} user {v['sys_s']:7.2f} sys {v['faults']:9d} faults {v['calls']:4d} calls")
+    print("  chosen", res["chosen"])
+    label = f"_{a.label}" if a.label else ""
+    out = Path(a.out) / f"profile_fig9_one{label}_{res['date'][:10]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def split_tasks(a) -> int:
+    """``--split-tasks``: a point's build-worker tasks, one after another here (module doc)."""
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import tbs_candidates
+    from nuna_jax.sweep import trafficpool
+    gpus, size = a.split_tasks.split(",")
+    n, size = int(gpus), int(parse_size(size))
+    s = preset("table2", n_gpus=n)
+    comp = {"n": 0, "s": 0.0}
+
+    def listen(ev, dur, **kw):
+        if ev == "/jax/core/compile/backend_compile_duration":
+            comp["n"] += 1
+            comp["s"] += dur
+    jax.monitoring.register_event_duration_secs_listener(listen)
+
+    def cpu(a_, b_):
+        return b_.ru_utime - a_.ru_utime + b_.ru_stime - a_.ru_stime
+    ru = lambda: resource.getrusage(resource.RUSAGE_SELF)  # noqa: E731
+    tasks, load0 = [], os.getloadavg()
+    r0, w0 = ru(), time.perf_counter()
+    for tbs in tbs_candidates(n):
+        pt = {"collective": "allgather", "size": size, "policy": "NAP+NAR", "tbs_per_gpu": tbs,
+              "algorithm": "direct", "nar_granularity": None}
+        est = {}
+        for g in trafficpool.nap_granularities(s):
+            x = ru()
+            _, _, st, v = trafficpool.nap_candidate((0, s, pt, g))
+            y = ru()
+            est[g] = v
+            tasks.append({"tbs": tbs, "g": g, "cpu_s": cpu(x, y), "sys_s": y.ru_stime - x.ru_stime,
+                          "estimate_ns": float(v).hex()})
+        gb = min(est, key=lambda x: (est[x], x))
+        x = ru()
+        trafficpool.build_task((0, s, dict(pt, nar_granularity=gb)))
+        y = ru()
+        tasks.append({"tbs": tbs, "g": gb, "rebuild": True, "cpu_s": cpu(x, y), "sys_s": y.ru_stime - x.ru_stime})
+    r1 = ru()
+    res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "backend": jax.default_backend()},
+           "case": f"{n} GPUs {size} B NAP+NAR", "code": str(Path(sys.modules["nuna_jax"].__file__).parent),
+           "malloc_env": {k: os.environ.get(k) for k in getattr(trafficpool, "MALLOC_ENV", {})},
+           "wall_s": time.perf_counter() - w0, "cpu_s": cpu(r0, r1), "sys_s": r1.ru_stime - r0.ru_stime,
+           "largest_task_cpu_s": max(t["cpu_s"] for t in tasks), "xla_compilations": comp["n"],
+           "xla_compile_s": comp["s"], "peak_rss_gb": r1.ru_maxrss / 1e6, "load_before": load0,
+           "load_after": os.getloadavg(), "tasks": tasks}
+    print({k: v for k, v in res.items() if k != "tasks"})
+    label = f"_{a.label}" if a.label else ""
+    out = Path(a.out) / f"fig9_split_tasks{label}_{res['date'][:10]}.json"
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="2,8,64")
@@ -87,7 +241,15 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", default=None, help="a JSON with the rows of another run")
     ap.add_argument("--build-platform", default="cpu", choices=("cpu", "gpu"),
                     help="JAX platform of the build workers (NUNA_JAX_BUILD_PLATFORM; gpu: experimental)")
+    ap.add_argument("--one", default=None, metavar="GPUS,SIZE,POLICY",
+                    help="one make_scenario of that All-Gather instead of the grid, split by phase (e.g. 64,64MB,NAP+NAR)")
+    ap.add_argument("--split-tasks", default=None, metavar="GPUS,SIZE",
+                    help="a NAP+NAR point's build-worker tasks run here one after another (e.g. 64,64MB)")
     a = ap.parse_args(argv)
+    if a.one:
+        return one_build(a)
+    if a.split_tasks:
+        return split_tasks(a)
     comp = {"n": 0, "s": 0.0}
 
     def listen(event, duration, **kw):

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .nar import hash_residue, port_of_residue
-from .traffic import Traffic, make_traffic
+from .traffic import Traffic, make_traffic, validate
 
 __all__ = ["build_traffic"]
 
@@ -92,26 +92,31 @@ def _residue_counts_dense(seg: _Segments, group, n_groups: int, residue0, m):
     """Flits per (group, hash residue), one dense row of ``m + 1`` slots per group: a segment of
     ``L`` flits starting at residue ``r0`` adds ``L // m`` to every residue and 1 to the
     ``L mod m`` residues after ``r0`` (cyclically; slot ``m`` is scratch).  Returns the
-    (group, residue, count) of every nonzero count, by group then residue."""
+    (group, residue, count) of every nonzero count, by group then residue.
+
+    One difference array (``+`` where a run starts, ``-`` where it ends, two ``bincount``; the full
+    turns ``L // m`` enter at slot 0 and leave at the scratch slot), summed in place: every group's
+    scratch slot sums to zero, so the nonzero slots are the counts.  (On these VMs fresh memory
+    costs more than arithmetic: two arrays of the dense size, not six.)"""
     g_m = np.zeros(n_groups, np.int64)
     g_m[group] = m
     base_of = np.concatenate([[0], np.cumsum(g_m + 1)[:-1]])
     total = int((g_m + 1).sum())
-    full = np.bincount(group, weights=seg.length // m, minlength=n_groups)
+    full = np.bincount(group, weights=seg.length // m, minlength=n_groups).astype(np.int64)
     rem = seg.length % m
     b = residue0 + rem
     wrap = b > m
     base = base_of[group]
-    # difference array: +1 at r0, -1 at the end of the run (wrapping past m)
-    idx = np.concatenate([base + residue0, base + np.where(wrap, m, b), base[wrap], (base + b - m)[wrap]])
-    w = np.concatenate([np.ones(len(residue0)), -np.ones(len(residue0)),
-                        np.ones(int(wrap.sum())), -np.ones(int(wrap.sum()))])
-    cnt = np.cumsum(np.bincount(idx, weights=w, minlength=total + 1)[:total])
-    flat_g = np.repeat(np.arange(n_groups), g_m + 1)
-    res = np.arange(total) - base_of[flat_g]
-    cnt = cnt + full[flat_g]
-    keep = (res < g_m[flat_g]) & (cnt > 0.5)
-    return flat_g[keep], res[keep], np.rint(cnt[keep]).astype(np.int64)
+    # a run of rem flits from r0: +1 at r0, -1 at its end (wrapping past m: -1 at m, +1 at 0, -1 at b - m)
+    cnt = np.bincount(np.concatenate([base + residue0, base[wrap]]), minlength=total + 1)
+    cnt -= np.bincount(np.concatenate([base + np.where(wrap, m, b), (base + b - m)[wrap]]), minlength=total + 1)
+    cnt[base_of] += full
+    cnt[base_of + g_m] -= full
+    np.cumsum(cnt, out=cnt)
+    nz = np.flatnonzero(cnt[:total])
+    per = np.add.reduceat(cnt[:total] != 0, base_of, dtype=np.int64) if total else np.zeros(n_groups, np.int64)
+    g = np.repeat(np.arange(n_groups), per)
+    return g, nz - base_of[g], cnt[nz].astype(np.int64)
 
 
 def _residue_counts_sparse(seg: _Segments, group, residue0, m):
@@ -151,9 +156,19 @@ def _residue_counts(seg: _Segments, group, n_groups: int, residue0, m):
             parts.append(_residue_counts_dense(sub, group[sel], n_groups, residue0[sel], m[sel]))
     if len(parts) == 1:
         return parts[0]
-    g, r, c = (np.concatenate(v) for v in zip(*parts))
-    order = np.argsort(g * (int(m.max()) + 1) + r, kind="stable")
-    return g[order], r[order], c[order]
+    # each part is sorted by (group, residue) and a group lies in one part: merged by group counts
+    pos = []
+    cnt = [np.bincount(p[0], minlength=n_groups) for p in parts]
+    start = np.cumsum(cnt[0] + cnt[1]) - (cnt[0] + cnt[1])
+    for p, c in zip(parts, cnt):
+        pos.append(np.arange(len(p[0])) + np.repeat(start - (np.cumsum(c) - c), c))
+    out = []
+    for a, b in zip(parts[0], parts[1]):
+        v = np.empty(len(a) + len(b), np.result_type(a, b))
+        v[pos[0]] = a
+        v[pos[1]] = b
+        out.append(v)
+    return tuple(out)
 
 
 def build_traffic(system, plan, placement, *, limits=None) -> Traffic:
@@ -209,27 +224,72 @@ def build_traffic(system, plan, placement, *, limits=None) -> Traffic:
     g_mm = np.lcm(dom.size[g_dom], k)
     r0 = hash_residue(D[seg.row] + seg.first * fb, fb, mseg)
     og, ores, ocnt = _residue_counts(seg, gid, len(ukey), r0, mseg)
-    orow = g_row[og]
+    return _columns(system, plan, dom, tb, cu, S, D, F, nb, seg, gid, mseg,
+                    (g_row, g_rs, g_ds, g_dom, g_mm), og, ores, ocnt)
+
+
+def _columns(system, plan, dom, tb, cu, S, D, F, nb, seg, gid, mseg, groups, og, ores, ocnt) -> Traffic:
+    """The flow table from the (group, residue, count) triples of :func:`_residue_counts` (``og``
+    ascending, residues ascending inside a group; groups numbered in (step row, read stack, dst
+    stack, domain) order): bytes, row order and columns.
+
+    Every column is written once in its final dtype (int32 / float64, as ``make_traffic`` makes
+    them): step-level values are repeated per row (rows stay grouped by step row: the order only
+    permutes rows inside a step), group-level ones repeated per group and then permuted.  On the
+    VMs this runs on, first-touching fresh memory costs more than the arithmetic (a 64-GPU 64 MB
+    All-Gather: 10.7 M rows), so no column is built twice and few full-length temporaries are.
+    Equal, column for column, to the former ``build_traffic`` (tests/test_lowering_columns.py keeps
+    it as the reference)."""
+    g_row, g_rs, g_ds, g_dom, g_mm = groups
+    fb = int(system.flit_bytes)
+    k = int(system.hbm_routers_per_stack)
+    n_groups = len(g_row)
+    g_cnt = np.bincount(og, minlength=n_groups)              # rows per group
+    row_cnt = np.bincount(g_row, weights=g_cnt, minlength=plan.n_steps).astype(np.int64)   # rows per step row
+    i32 = lambda v: np.asarray(v).astype(np.int32)  # noqa: E731
 
     # --- bytes: full flits, minus the short tail of each step's last flit
     obytes = ocnt * fb
     lastseg = np.flatnonzero(seg.last)
     span = int(mseg.max()) + 1
     tail = gid[lastseg] * span + hash_residue(D + (F - 1) * fb, fb, mseg[lastseg])
-    obytes[np.searchsorted(og * span + ores, tail)] -= F * fb - nb
+    pos = og * span
+    pos += ores
+    obytes[np.searchsorted(pos, tail)] -= F * fb - nb
+    del pos, tail
 
-    # --- order: (step row, first appearance of the residue in the hash sequence, stacks)
-    om = g_mm[og]
-    rel = (ores - hash_residue(D[orow], fb, om)) % om
-    order = _order((orow, rel, g_rs[og], g_ds[og], g_dom[og]),
-                   (plan.n_steps, int(om.max(initial=1)), n_st, n_st, n_d))
-    orow, og, ores = orow[order], og[order], ores[order]
-    # read channel: flit i of the step has source flit index S//fb + i and destination index D//fb + i
-    shift = (S[orow] // fb - D[orow] // fb) % k
+    # --- order: (step row, first appearance of the residue in the hash sequence, stacks, domain).
+    # Rows come by (group, residue) and groups by (row, read stack, dst stack, domain), so a stable
+    # sort by (row, position in the step's hash sequence) breaks its ties by stacks and domain.
+    r_first = hash_residue(D[g_row], fb, g_mm)              # per group: residue of the step's first flit
+    rel = ores - np.repeat(r_first, g_cnt)
+    rel += np.repeat(g_mm, g_cnt) * (rel < 0)                # (ores - r_first) mod m
+    key = np.repeat(g_row * int(g_mm.max(initial=1)), g_cnt)
+    key += rel
+    del rel
+    order = np.argsort(key, kind="stable")
+    del key
+
+    ogo = og.astype(np.int32)[order]
+
+    def per_group(v):                                        # group-level value of every row, final order
+        return i32(v)[ogo]
+
+    def per_step(v):                                         # step-level value of every row (order keeps it)
+        return np.repeat(i32(v), row_cnt)
+
+    ores = ores.astype(np.int32)[order]
+    shift = (S // fb - D // fb) % k                          # read channel = destination flit index + shift
+    g_size = dom.size[g_dom]
+    port_pos = per_group(dom.offset[g_dom]) + ores % per_group(g_size)
     cols = dict(
-        src_gpu=plan.src_gpu[orow], cu=cu[orow], read_stack=g_rs[og], read_channel=(ores + shift) % k,
-        port=port_of_residue(dom, g_dom[og], ores % dom.size[g_dom[og]]), dst_gpu=plan.dst_gpu[orow],
-        dst_stack=g_ds[og], dst_channel=ores % k,
-        flits=ocnt[order].astype(np.float64), bytes=obytes[order].astype(np.float64),
-        tb=tb[orow], step=plan.step_idx[orow], phase=plan.phase[orow])
-    return make_traffic(system, **cols)
+        src_gpu=per_step(plan.src_gpu), cu=per_step(cu), read_stack=per_group(g_rs),
+        read_channel=((ores + per_step(shift)) % k).astype(np.int32),
+        port=i32(dom.flat)[port_pos], dst_gpu=per_step(plan.dst_gpu),
+        dst_stack=per_group(g_ds), dst_channel=(ores % k).astype(np.int32),
+        flits=ocnt.astype(np.float64)[order], bytes=obytes.astype(np.float64)[order],
+        tb=per_step(tb), step=per_step(plan.step_idx), phase=per_step(plan.phase),
+        weight=np.ones(len(order)))
+    t = Traffic(**cols)
+    validate(system, t)
+    return t

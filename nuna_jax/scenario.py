@@ -79,13 +79,17 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
     granularity).  Returns the chosen placement (its ``granularity_search``
     holds every candidate's estimate) and its traffic.
 
-    Memory: where ``estimate_many`` would estimate one table per call anyway (tables of more than
-    half ``MAX_BATCH_ROWS`` rows), each candidate is estimated as soon as it is built, padded to
-    the row count of the longest table so far, and only the fastest is kept; a candidate estimated
-    before that row count grew is rebuilt and estimated again, so every estimate is the one
-    ``estimate_many`` gives on the whole list.
+    Memory: where ``estimate_many`` would estimate one table per call anyway (a candidate of more
+    than half ``MAX_BATCH_ROWS`` rows), each candidate is estimated alone as soon as it is built
+    (``estimate_many`` of that one table, padded to its own row bucket: the value the sweep's build
+    workers compute, ``sweep.trafficpool.nap_candidate``) and only the fastest is kept; so are the
+    candidates built before the first such one.  (Until
+    2026-12-02 a streamed candidate was padded to the longest table so far and the earlier ones rebuilt
+    when that grew; zero rows change no estimate on a CPU: the 12 candidates of the 64-GPU 64 MB
+    1,008-threadblock All-Gather bit for bit, ``benchmarks/out/profile_fig9_one_*``, at a third of
+    the rows estimated.)
     """
-    from .models.contention import batch_rows, estimate_many, pad_flows
+    from .models.contention import batch_rows, estimate_many
     from .models.contention import report
 
     opts = options or PolicyOptions()
@@ -96,11 +100,7 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
         pl = place(system, plan, policy, dataclasses.replace(opts, nar_granularity=g))
         return pl, build_traffic(system, plan, pl)
 
-    def alone(t, rows):   # estimate_many's value of ``t`` in a list whose longest table has ``rows`` rows
-        return float(estimate_many(system, [pad_flows(t, rows)], max_batch_rows=max_rows)[0])
-
     held, costs, best = {}, {}, None
-    n_max, rows_done = 0, None
 
     def consider(g, pl, t, cost):
         nonlocal best
@@ -108,24 +108,22 @@ def search_nar_granularity(system: System, plan: Plan, policy: str,
         if best is None or (cost, g) < (best[0], best[1]):
             best = (cost, g, pl, t)
 
+    def estimate(items):   # estimate_many of these candidates, {g: (placement, traffic)}
+        for k, c in zip(items, estimate_many(system, [t for _, t in items.values()], max_batch_rows=max_rows)):
+            consider(k, *items[k], float(c))
+
+    streamed = False
     for g in gs:
         pl, t = build(g)
-        n_max = max(n_max, t.n_flows)
-        rows = batch_rows(n_max)
-        if max_rows // rows > 1:          # still batched: estimated together at the end
+        if streamed or max_rows // batch_rows(t.n_flows) <= 1:
+            for k, v in list(held.items()) + [(g, (pl, t))]:   # from the first large one on: alone
+                estimate({k: v})
+            held.clear()
+            streamed = True
+        else:
             held[g] = (pl, t)
-            continue
-        if rows_done is not None and rows != rows_done:   # the row count grew: estimate again
-            again, best = sorted(costs), None
-            for k in again:
-                consider(k, *(kt := build(k)), alone(kt[1], rows))
-        rows_done = rows
-        for k, (pk, tk) in list(held.items()) + [(g, (pl, t))]:
-            consider(k, pk, tk, alone(tk, rows))
-        held.clear()
     if held:   # the whole list in estimate_many's batches (the usual case)
-        for k, c in zip(held, estimate_many(system, [t for _, t in held.values()], max_batch_rows=max_rows)):
-            consider(k, *held[k], float(c))
+        estimate(held)
     pl = dataclasses.replace(best[2], granularity_search=dict(sorted(costs.items())))
     return pl, best[3]
 

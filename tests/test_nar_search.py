@@ -106,12 +106,12 @@ def test_no_compilation_after_the_first_of_each_shape(count_compiles):
         assert cnt.n == n0
 
 
-def test_streamed_search_equals_the_whole_list(monkeypatch):
+def test_streamed_search_estimates_each_candidate_alone(monkeypatch):
     """Where estimate_many would estimate one table per call (here forced with a small
-    MAX_BATCH_ROWS), the search estimates each candidate as it is built and keeps only the best;
-    its estimates, choice and traffic equal those of estimate_many on every candidate at once,
-    also when the longest table grows mid-search (granularity 5's table padded with zero rows
-    here) and the candidates before it are rebuilt and estimated again."""
+    MAX_BATCH_ROWS), the search estimates each candidate alone as it is built (estimate_many of the
+    one table, the value the sweep's build workers compute) and builds each candidate once; its
+    choice and traffic are those of the fastest.  Checked against estimate_many called here, also
+    where the longest table comes mid-search (granularity 5's table padded with zero rows)."""
     s = preset("table2", n_gpus=8)
     plan = generated_plan(s, "allgather", 10**6, tbs_per_gpu=28)
     real = build_traffic
@@ -127,7 +127,7 @@ def test_streamed_search_equals_the_whole_list(monkeypatch):
     rows = [K.batch_rows(t.n_flows) for t in cands.values()]
     assert rows.index(max(rows)) == 4 and rows[0] < max(rows)    # the longest table comes at g = 5
     small = rows[0]                       # one table per call at every row count of the search
-    ref = dict(zip(cands, K.estimate_many(s, list(cands.values()), max_batch_rows=small)))
+    ref = {g: float(K.estimate_many(s, [t], max_batch_rows=small)[0]) for g, t in cands.items()}
     ref_g = min(ref, key=lambda g: (ref[g], g))
     monkeypatch.setattr(K.report, "MAX_BATCH_ROWS", small)
     monkeypatch.setattr("nuna_jax.scenario.build_traffic", lowering)
@@ -135,6 +135,13 @@ def test_streamed_search_equals_the_whole_list(monkeypatch):
     pl, t = search_nar_granularity(s, plan, "nap+nar")
     assert pl.granularity_search == ref                   # bit for bit
     assert pl.routing_granularity == ref_g
-    assert built == [1, 2, 3, 4, 5, 1, 2, 3, 4] + list(range(6, len(cands) + 1))
+    assert built == list(cands)                           # each candidate built once
     for f in ("flits", "port", "dst_stack", "tb"):
         np.testing.assert_array_equal(getattr(t, f), getattr(cands[ref_g], f))
+    # the sweep's split search (one task per granularity) computes the same values
+    from nuna_jax.sweep import trafficpool
+    pt = {"collective": "allgather", "size": 10**6, "policy": "nap+nar", "tbs_per_gpu": 28, "algorithm": "direct"}
+    monkeypatch.setattr("nuna_jax.scenario.build_traffic", real)
+    for g in (1, 2):
+        k, gg, st, v = trafficpool.nap_candidate((0, s, pt, g))
+        assert st == "ok" and v == float(K.estimate_many(s, [cands[g]])[0])

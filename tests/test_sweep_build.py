@@ -172,3 +172,19 @@ def test_cli_build_jobs_two_workers(tmp_path, capsys):
         header, body = read_rows(out)
         rows[n] = {c: [r[header.index(c)] for r in body] for c in ("time_ns", "lower_bound_ns", "n_flows")}
     assert len(rows[1]["time_ns"]) == 4 and rows[2] == rows[1]       # the same text, digit for digit
+
+
+def test_build_workers_malloc_environment(monkeypatch):
+    """The build workers' allocator settings (``trafficpool.MALLOC_ENV``) are set only while the pool
+    starts and only where the caller set none of them; restored after."""
+    import os
+    from nuna_jax.sweep import trafficpool
+    for k in trafficpool.MALLOC_ENV:
+        monkeypatch.delenv(k, raising=False)
+    with trafficpool._malloc():
+        assert {k: os.environ.get(k) for k in trafficpool.MALLOC_ENV} == trafficpool.MALLOC_ENV
+    assert not any(k in os.environ for k in trafficpool.MALLOC_ENV)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")      # the caller's choice wins: none of ours is set
+    with trafficpool._malloc():
+        assert os.environ["MALLOC_ARENA_MAX"] == "4" and "MALLOC_MMAP_MAX_" not in os.environ
+    assert os.environ["MALLOC_ARENA_MAX"] == "4"

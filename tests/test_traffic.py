@@ -119,3 +119,74 @@ def test_phase_and_step_columns():
     assert set(t.phase) == {0, 1}
     # the two-shot All-Reduce's second (All-Gather) step of each threadblock is phase 1
     assert np.all(t.phase[t.step == 1] == 1) and np.all(t.phase[t.step == 0] == 0)
+
+
+def reference_order(s, plan, pl):
+    """The row order of ``build_traffic`` from a per-flit walk: by step row, then the position in the
+    step's hash sequence at which the row first comes up modulo its residue modulus
+    ``lcm(domain ports, channels)``, then read stack, destination stack, domain."""
+    K = s.hbm_routers_per_stack
+    base = plan.buffer_base(s.page_bytes)
+    first = {}
+    for r in range(plan.n_steps):
+        tb = int(plan.step_tb[r])
+        S = base[plan.src_buf[r]] + plan.src_off[r]
+        D = base[plan.dst_buf[r]] + plan.dst_off[r]
+        for k in range(-(-int(plan.nbytes[r]) // 256)):
+            if pl.page_domain is None:
+                d = int(pl.tb_domain[tb])
+            else:
+                d = int(pl.page_domain[plan.dst_gpu[r], (D + 256 * k) // 4096])
+            ports = pl.domains.ports[d]
+            port = int(ports[((D + 256 * k) // 256) % len(ports)])
+            rs = int(pl.page_stack[plan.src_gpu[r], (S + 256 * k) // 4096])
+            ds = int(pl.page_stack[plan.dst_gpu[r], (D + 256 * k) // 4096])
+            key = (tb, int(plan.step_idx[r]), port, rs, int(((S + 256 * k) // 256) % K), ds,
+                   int(((D + 256 * k) // 256) % K))
+            if key not in first:
+                first[key] = (r, k % np.lcm(len(ports), K), rs, ds, d)
+    return sorted(first, key=first.get)
+
+
+@pytest.mark.parametrize("policy", ["UA", "NUMA+NAR", "NAP+NAR"])
+@pytest.mark.parametrize("coll,n,size,tbs,alg,g", [
+    ("allgather", 4, 4 * 3 * 4096 + 4 * 70, 5, "direct", 3),
+    ("alltoall", 5, 5 * 2 * 9000, 3, "direct", 5),
+    ("allgather", 3, 3 * 40 * 4096 + 3 * 300, 2, "direct", 1),   # long steps: dense residue counts
+])
+def test_row_order_and_dtypes(policy, coll, n, size, tbs, alg, g):
+    """Rows in the documented order (an independent per-flit walk), columns int32 / float64 as
+    ``make_traffic`` makes them."""
+    s = preset("table2", n_gpus=n)
+    plan = make_plan(coll, n, size, tbs_per_gpu=tbs, algorithm=alg)
+    pl = place(s, plan, policy, nar_granularity=g)
+    t = build_traffic(s, plan, pl)
+    got = [(int(t.tb[i]), int(t.step[i]), int(t.port[i]), int(t.read_stack[i]), int(t.read_channel[i]),
+            int(t.dst_stack[i]), int(t.dst_channel[i])) for i in range(t.n_flows)]
+    assert got == reference_order(s, plan, pl)
+    ref = make_traffic(s, **{k: getattr(t, k) for k in FIELDS})
+    for k in FIELDS:
+        assert getattr(t, k).dtype == getattr(ref, k).dtype, k
+
+
+def test_residue_counts_dense_sparse_mixed():
+    """``lowering._residue_counts`` (groups counted densely or sparsely, the two parts merged) against
+    counting flit by flit, on random runs."""
+    from nuna_jax.lowering import _Segments, _residue_counts
+    rng = np.random.default_rng(7)
+    n_groups = 60
+    m_of = rng.choice([3, 6, 48, 144], n_groups)
+    group = np.sort(rng.integers(0, n_groups, 400))
+    length = np.where(group % 2 == 0, rng.integers(1, 3, 400), rng.integers(1, 700, 400))   # even groups: sparse
+    m = m_of[group]
+    r0 = rng.integers(0, 10**6, 400) % m
+    seg = _Segments(np.zeros(400, np.int64), np.zeros(400, np.int64), length, np.zeros(400, bool))
+    g, r, c = _residue_counts(seg, group, n_groups, r0, m)
+    ref = defaultdict(int)
+    for gg, L, a, mm in zip(group, length, r0, m):
+        for i in range(int(L)):
+            ref[(int(gg), int((a + i) % mm))] += 1
+    assert list(zip(g.tolist(), r.tolist())) == sorted(ref)
+    assert c.tolist() == [ref[k] for k in sorted(ref)]
+    sparse = np.bincount(group, weights=np.minimum(length, m), minlength=n_groups) <= m_of + 1
+    assert sparse[group].any() and (~sparse[group]).any()      # both parts were used
