@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 
+from .prefetch import prefetch
 from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_loop as _jit_loop  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS",
@@ -46,6 +47,7 @@ S_CUR, S_CURN, S_FREE, S_BUMP, S_DWB = 18, 19, 20, 21, 22   # current run cursor
 #                                                             blocks ever used, log2 dw
 STATE_LEN = 23
 BLOCK = 32                # records per bucket block
+PF_NEAR, PF_FAR = 8, 16   # prefetch distances, in events of the current run (docs/simulator.md, "Speed")
 F_MERGED, F_LAST, F_MARK = 1, 2, 4   # stage flags (stg[e, 3])
 ST_LAST = 1 << 62         # an event's state on the flit's last segment: ST_LAST | traffic << 61 | issuer << 24 | phase + 1
 ISS_MASK = (1 << 37) - 1  # issuer bits of that state (phase + 1 < 2**24, checked by fast.run_fast)
@@ -112,9 +114,11 @@ def _hpop(h, n):
 
 @_jit_inline
 def _ring_put(q, key, s, w, bhead, btail, bfill, bnext, brec, scal):
-    """Append record ``(key, s, w)`` to ring bucket ``q`` (a list of blocks of ``BLOCK`` records)."""
+    """Append record ``(key, s, w)`` to ring bucket ``q`` (a list of blocks of ``BLOCK`` records;
+    ``bfill[q]`` its number of records: every block but the tail is full)."""
     tb = btail[q]
-    if tb < 0 or bfill[q] == BLOCK:
+    cnt = bfill[q]
+    if tb < 0 or cnt & (BLOCK - 1) == 0:
         nbk = scal[S_FREE]
         if nbk >= 0:
             scal[S_FREE] = bnext[nbk]
@@ -127,9 +131,8 @@ def _ring_put(q, key, s, w, bhead, btail, bfill, bnext, brec, scal):
         else:
             bnext[tb] = nbk
         btail[q] = nbk
-        bfill[q] = 0
         tb = nbk
-    j = tb * BLOCK + bfill[q]
+    j = tb * BLOCK + (cnt & (BLOCK - 1))
     brec[j, 0] = key
     brec[j, 1] = s
     brec[j, 2] = w
@@ -150,6 +153,39 @@ def _insert(key, s, w, b, lo, dw, nb, heap, hn, ovf, on, ringn, bhead, btail, bf
     else:
         on = _hpush(ovf, on, key, s, w)
     return hn, on, ringn
+
+
+@_jit_inline
+def _prefetch_ahead(cur, ci, cn, mask, n_fl, stg, res_state, flow_row, flit_flow, ptr, iss_end):
+    """Ask for the memory of the events ``PF_NEAR`` and ``PF_FAR`` places ahead in the current run
+    (hints only: no value changes; docs/simulator.md, "Speed").  ``PF_FAR`` ahead: the stage row
+    of a flit's next stage, or the issuer's next flit's flow; ``PF_NEAR`` ahead (that stage row
+    now cached): the resource's state, and the flow row where the event will end a segment
+    (merged stages followed as the loop does) or issue a flit."""
+    j = ci + PF_FAR
+    if j < cn:
+        k2 = cur[j, 0] & mask
+        if k2 >= n_fl:
+            prefetch(flit_flow, ptr[k2 - n_fl])
+        elif cur[j, 2] >= 0:
+            prefetch(stg, cur[j, 2] >> 32)
+    j = ci + PF_NEAR
+    if j < cn:
+        k2 = cur[j, 0] & mask
+        w2 = cur[j, 2]
+        if k2 >= n_fl:
+            f2 = ptr[k2 - n_fl]
+            if f2 < iss_end[k2 - n_fl]:
+                prefetch(flow_row, flit_flow[f2])
+        elif w2 >= 0:
+            e2 = w2 >> 32
+            prefetch(res_state, stg[e2, 0] + (w2 & 0xFFFFFFFF))
+            s2 = cur[j, 1]
+            if s2 & ST_LAST == 0:
+                while stg[e2, 3] & F_LAST == 0 and stg[e2 + 1, 3] & F_MERGED:
+                    e2 += 1
+                if stg[e2, 3] & F_LAST:
+                    prefetch(flow_row, s2 >> 8)
 
 
 @_jit_loop
@@ -180,11 +216,10 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         # of ids inside one ps), then an insertion sort by key, which only has the few records of one
         # sub-bucket to order (crowded buckets at 64 GPUs hold ~20 records a ps: sub-buckets one ps
         # wide left ~8 insertion moves a record)
-        nblk = 0
-        while blk >= 0:
-            nblk += 1
-            blk = bnext[blk]
-        size = (nblk - 1) * BLOCK + bfill[q]
+        size = bfill[q]                                   # records (no walk of the block list to count them)
+        tailfill = ((size - 1) & (BLOCK - 1)) + 1
+        for u in range(0, BLOCK, 2):                      # the blocks lie anywhere in the pool: each one's
+            prefetch(brec, blk * BLOCK + u)               # lines are asked for one block ahead
         dwb = scal[S_DWB]
         cb = 0
         while cb < dwb + b and (np.int64(2) << cb) <= lk.shape[0] and (np.int64(1) << cb) < size:
@@ -198,7 +233,11 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         while blk >= 0:
             last = bnext[blk]
             j0 = blk * BLOCK
-            for j in range(j0, j0 + (bfill[q] if last < 0 else BLOCK)):
+            if last >= 0:
+                prefetch(bnext, last)
+                for u in range(0, BLOCK, 2):
+                    prefetch(brec, last * BLOCK + u)
+            for j in range(j0, j0 + (tailfill if last < 0 else BLOCK)):
                 lk[((brec[j, 0] - base) >> sh) + 1] += 1
             blk = last
         for u in range(1, c + 1):
@@ -207,7 +246,7 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         while blk >= 0:
             last = bnext[blk]
             j0 = blk * BLOCK
-            for j in range(j0, j0 + (bfill[q] if last < 0 else BLOCK)):
+            for j in range(j0, j0 + (tailfill if last < 0 else BLOCK)):
                 u = (brec[j, 0] - base) >> sh
                 i = lk[u]
                 lk[u] = i + 1
@@ -258,7 +297,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
     ``where = e << 32 | offset`` (the stage the flit reaches next; ``-1``: its delivery comes
     next); ``res_state[r] = (free time, busy time)``.
     Queue: ``heap`` (current bucket, ``scal[S_HEAP]`` records), ``cur`` (the current bucket's
-    sorted run, ``scal[S_CUR] .. scal[S_CURN]``), ring buckets ``bhead/btail/bfill`` over the
+    sorted run, ``scal[S_CUR] .. scal[S_CURN]``), ring buckets ``bhead/btail/bfill`` (first block, last block, records) over the
     block pool ``bnext/brec``, ``ovf`` (overflow heap, ``scal[S_OVN]`` records), ``lk`` (sort
     scratch).
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
@@ -299,6 +338,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
     done = 0
     while done < budget:
         if ci < cn:                                        # the current run, merged with the heap
+            _prefetch_ahead(cur, ci, cn, mask, n_fl, stg, res_state, flow_row, flit_flow, ptr, iss_end)
             if hn > 0 and heap[0, 0] < cur[ci, 0]:
                 key = heap[0, 0]
                 st = heap[0, 1]
