@@ -18,7 +18,9 @@ contiguous records (no per-flit links to chase); when a bucket becomes
 current its records are sorted once by key into the *current run*, and events
 created for the current bucket meanwhile go to a small binary heap merged with
 the run; events beyond the ring wait in an overflow heap.  The pop order is
-exactly the order of one big heap of keys.
+exactly the order of one big heap of keys.  Since the current run is sorted, the
+loop knows its next events and prefetches their memory (``_prefetch_ahead``:
+hints only, no value changes).
 
 The loop is written in the subset of Python that numba compiles; without
 numba it runs as plain Python (slow, but the same code and the same answer).
