@@ -42,7 +42,7 @@ such, with the date, host, core count and load average.  A time guard skips
 the remaining big scenarios once 300 s have passed.
 
 Usage: python benchmarks/bench_sim.py [--out DIR] [--quick] [--full] [--big] [--booksim PATH]
-  -> DIR/sim_bench_{cpu|gpu}_{date}.json (default DIR: benchmarks/out)
+  -> DIR/sim_bench_{cpu|gpu}_{date}[_{HHMM} if taken].json (default DIR: benchmarks/out)
 """
 import argparse
 import datetime
@@ -314,6 +314,8 @@ def main():
     kind = "gpu" if any(d.startswith(("gpu", "cuda")) for d in devs) else "cpu"
     payload = {"info": info, "rows": rows, "wall_s": time.perf_counter() - start}
     path = out / f"sim_bench_{kind}_{info['date'][:10]}.json"
+    if path.exists():                               # never overwrite an earlier run's file
+        path = path.with_name(f"{path.stem}_{info['date'][11:13]}{info['date'][14:16]}.json")
     path.write_text(json.dumps(payload, indent=1))
     print(f"wrote {path} ({payload['wall_s']:.0f} s)")
 

@@ -285,3 +285,31 @@ def test_crowded_calendar_buckets_equal_reference():
             sim.simulate(s, t)
         finally:
             F.CAL_BUCKET_PS = saved[0]
+
+
+@pytest.mark.skipif(not K.HAVE_NUMBA, reason="the prefetch hint is a numba intrinsic")
+def test_prefetch_is_a_hint_only():
+    """sim.prefetch emits a real prefetch instruction and changes nothing, even far past an array's end
+    (a prefetch never faults): the sums equal numpy's."""
+    import platform
+
+    import numba
+
+    from nuna_jax.sim.prefetch import prefetch
+
+    @numba.njit(cache=False)
+    def total(a, b):
+        s = 0
+        for i in range(a.shape[0]):
+            prefetch(a, i + 8)
+            prefetch(a, i + (1 << 40))            # far outside any mapping
+            prefetch(b, i + 3)
+            s += a[i] + b[i, 1]
+        return s
+
+    a = np.arange(1000, dtype=np.int64)
+    b = np.arange(3000, dtype=np.int64).reshape(1000, 3)
+    assert total(a, b) == int(a.sum() + b[:, 1].sum())
+    if platform.machine() in ("x86_64", "AMD64"):
+        asm = "".join(total.inspect_asm().values())
+        assert "prefetcht0" in asm

@@ -310,11 +310,13 @@ def run_fast(prog: Program, *, max_time_ps=None, progress=False, chunk_events=4_
     issue_ps = np.full(n, -1, np.int64)
     deliver_ps = np.full(n, -1, np.int64)
     store_ps = np.full(n, -1, np.int64)
-    flit_flow = np.ascontiguousarray(prog.flit_flow, np.int32)
+    fiss = event_loop.issue_rows(np.ascontiguousarray(prog.flit_flow, np.int32), prog.flit_phase,
+                                 prog.iss_start.astype(np.int64), prog.iss_end.astype(np.int64), flow_row, stg,
+                                 np.int64(prog.n_traffic_flows))
     bar = _Progress(n, progress)
 
     def chunk(budget):
-        return event_loop.run_chunk(stg, smark, flow_row, flit_flow, prog.flit_phase,
+        return event_loop.run_chunk(stg, smark, flow_row, fiss, prog.flit_phase,
                                     prog.iss_end, prog.iss_res, prog.phase_total, np.int64(prog.window),
                                     heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state,
                                     ptr, out, wait, pdone, popen, issue_ps, deliver_ps, store_ps, rec,

@@ -18,7 +18,9 @@ contiguous records (no per-flit links to chase); when a bucket becomes
 current its records are sorted once by key into the *current run*, and events
 created for the current bucket meanwhile go to a small binary heap merged with
 the run; events beyond the ring wait in an overflow heap.  The pop order is
-exactly the order of one big heap of keys.
+exactly the order of one big heap of keys.  Since the current run is sorted, the
+loop knows its next events and prefetches their memory (``_prefetch_ahead``:
+hints only, no value changes).
 
 The loop is written in the subset of Python that numba compiles; without
 numba it runs as plain Python (slow, but the same code and the same answer).
@@ -31,11 +33,12 @@ from __future__ import annotations
 import numpy as np
 
 
+from .prefetch import prefetch
 from ..numba_jit import HAVE_NUMBA, jit as _jit, jit_inline as _jit_inline, jit_loop as _jit_loop  # noqa: F401  (numba if installed; docs/simulator.md, "Engines")
 
 __all__ = ["HAVE_NUMBA", "run_chunk", "S_HEAP", "S_INJ", "S_DEL", "S_HOPS", "S_NOW", "S_ERR", "S_MAXT", "S_BITS",
            "S_NTF", "S_TDEL", "S_TSTOP", "S_LO", "S_OVN", "S_RINGN", "S_DW", "S_NB", "S_RECN", "S_RECT",
-           "flow_groups", "S_CUR", "S_CURN", "S_FREE", "S_BUMP", "S_DWB", "BLOCK", "F_MERGED", "F_LAST", "F_MARK", "uncontended_rows", "STATE_LEN"]
+           "flow_groups", "issue_rows", "S_CUR", "S_CURN", "S_FREE", "S_BUMP", "S_DWB", "BLOCK", "F_MERGED", "F_LAST", "F_MARK", "uncontended_rows", "STATE_LEN"]
 
 # layout of the int64 ``scal`` state vector
 S_HEAP, S_INJ, S_DEL, S_HOPS, S_NOW, S_ERR, S_MAXT, S_BITS = 0, 1, 2, 3, 4, 5, 6, 7
@@ -46,6 +49,7 @@ S_CUR, S_CURN, S_FREE, S_BUMP, S_DWB = 18, 19, 20, 21, 22   # current run cursor
 #                                                             blocks ever used, log2 dw
 STATE_LEN = 23
 BLOCK = 32                # records per bucket block
+PF_NEAR, PF_FAR = 8, 16   # prefetch distances, in events of the current run (docs/simulator.md, "Speed")
 F_MERGED, F_LAST, F_MARK = 1, 2, 4   # stage flags (stg[e, 3])
 ST_LAST = 1 << 62         # an event's state on the flit's last segment: ST_LAST | traffic << 61 | issuer << 24 | phase + 1
 ISS_MASK = (1 << 37) - 1  # issuer bits of that state (phase + 1 < 2**24, checked by fast.run_fast)
@@ -112,9 +116,11 @@ def _hpop(h, n):
 
 @_jit_inline
 def _ring_put(q, key, s, w, bhead, btail, bfill, bnext, brec, scal):
-    """Append record ``(key, s, w)`` to ring bucket ``q`` (a list of blocks of ``BLOCK`` records)."""
+    """Append record ``(key, s, w)`` to ring bucket ``q`` (a list of blocks of ``BLOCK`` records;
+    ``bfill[q]`` its number of records: every block but the tail is full)."""
     tb = btail[q]
-    if tb < 0 or bfill[q] == BLOCK:
+    cnt = bfill[q]
+    if tb < 0 or cnt & (BLOCK - 1) == 0:
         nbk = scal[S_FREE]
         if nbk >= 0:
             scal[S_FREE] = bnext[nbk]
@@ -127,9 +133,8 @@ def _ring_put(q, key, s, w, bhead, btail, bfill, bnext, brec, scal):
         else:
             bnext[tb] = nbk
         btail[q] = nbk
-        bfill[q] = 0
         tb = nbk
-    j = tb * BLOCK + bfill[q]
+    j = tb * BLOCK + (cnt & (BLOCK - 1))
     brec[j, 0] = key
     brec[j, 1] = s
     brec[j, 2] = w
@@ -150,6 +155,39 @@ def _insert(key, s, w, b, lo, dw, nb, heap, hn, ovf, on, ringn, bhead, btail, bf
     else:
         on = _hpush(ovf, on, key, s, w)
     return hn, on, ringn
+
+
+@_jit_inline
+def _prefetch_ahead(cur, ci, cn, mask, n_fl, stg, res_state, flow_row, fiss, ptr, iss_end):
+    """Ask for the memory of the events ``PF_NEAR`` and ``PF_FAR`` places ahead in the current run
+    (hints only: no value changes; docs/simulator.md, "Speed").  ``PF_FAR`` ahead: the stage row
+    of a flit's next stage, or the issue row of an issuer's next flit; ``PF_NEAR`` ahead (those
+    now cached): the resource's state and the flow row where the event will end a segment
+    (merged stages followed as the loop does), or the stage row of the flit to issue."""
+    j = ci + PF_FAR
+    if j < cn:
+        k2 = cur[j, 0] & mask
+        if k2 >= n_fl:
+            prefetch(fiss, ptr[k2 - n_fl])
+        elif cur[j, 2] >= 0:
+            prefetch(stg, cur[j, 2] >> 32)
+    j = ci + PF_NEAR
+    if j < cn:
+        k2 = cur[j, 0] & mask
+        w2 = cur[j, 2]
+        if k2 >= n_fl:
+            f2 = ptr[k2 - n_fl]
+            if f2 < iss_end[k2 - n_fl]:
+                prefetch(stg, fiss[f2, 0])
+        elif w2 >= 0:
+            e2 = w2 >> 32
+            prefetch(res_state, stg[e2, 0] + (w2 & 0xFFFFFFFF))
+            s2 = cur[j, 1]
+            if s2 & ST_LAST == 0:
+                while stg[e2, 3] & F_LAST == 0 and stg[e2 + 1, 3] & F_MERGED:
+                    e2 += 1
+                if stg[e2, 3] & F_LAST:
+                    prefetch(flow_row, s2 >> 8)
 
 
 @_jit_loop
@@ -180,11 +218,10 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         # of ids inside one ps), then an insertion sort by key, which only has the few records of one
         # sub-bucket to order (crowded buckets at 64 GPUs hold ~20 records a ps: sub-buckets one ps
         # wide left ~8 insertion moves a record)
-        nblk = 0
-        while blk >= 0:
-            nblk += 1
-            blk = bnext[blk]
-        size = (nblk - 1) * BLOCK + bfill[q]
+        size = bfill[q]                                   # records (no walk of the block list to count them)
+        tailfill = ((size - 1) & (BLOCK - 1)) + 1
+        for u in range(0, BLOCK, 2):                      # the blocks lie anywhere in the pool: each one's
+            prefetch(brec, blk * BLOCK + u)               # lines are asked for one block ahead
         dwb = scal[S_DWB]
         cb = 0
         while cb < dwb + b and (np.int64(2) << cb) <= lk.shape[0] and (np.int64(1) << cb) < size:
@@ -198,7 +235,11 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         while blk >= 0:
             last = bnext[blk]
             j0 = blk * BLOCK
-            for j in range(j0, j0 + (bfill[q] if last < 0 else BLOCK)):
+            if last >= 0:
+                prefetch(bnext, last)
+                for u in range(0, BLOCK, 2):
+                    prefetch(brec, last * BLOCK + u)
+            for j in range(j0, j0 + (tailfill if last < 0 else BLOCK)):
                 lk[((brec[j, 0] - base) >> sh) + 1] += 1
             blk = last
         for u in range(1, c + 1):
@@ -207,7 +248,7 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
         while blk >= 0:
             last = bnext[blk]
             j0 = blk * BLOCK
-            for j in range(j0, j0 + (bfill[q] if last < 0 else BLOCK)):
+            for j in range(j0, j0 + (tailfill if last < 0 else BLOCK)):
                 u = (brec[j, 0] - base) >> sh
                 i = lk[u]
                 lk[u] = i + 1
@@ -243,7 +284,7 @@ def _next_bucket(b, lo, dw, nb, ovf, on, ringn, bhead, btail, bfill, bnext, brec
 
 
 @_jit_loop
-def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
+def run_chunk(stg, smark, flow_row, fiss, flit_phase,
               iss_end, iss_res, phase_total, window,
               heap, ovf, cur, lk, bhead, btail, bfill, bnext, brec, scal, res_state, ptr, out, wait, pdone, popen,
               issue_ps, deliver_ps, store_ps, rec, budget):
@@ -256,9 +297,10 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
     ``flow_row[fl] = (n segments, e0 .. e4, side bits, src offset, dst offset, issuer, phase)``
     (first stage of each segment; bit ``q``: segment ``q`` is on the destination GPU); an event record ``(key, state, where)``: ``state = flow << 8 | segment``,
     ``where = e << 32 | offset`` (the stage the flit reaches next; ``-1``: its delivery comes
-    next); ``res_state[r] = (free time, busy time)``.
+    next); ``res_state[r] = (free time, busy time)``; ``fiss[f] = (e, state, where)`` of flit ``f``'s issue
+    (:func:`issue_rows`).
     Queue: ``heap`` (current bucket, ``scal[S_HEAP]`` records), ``cur`` (the current bucket's
-    sorted run, ``scal[S_CUR] .. scal[S_CURN]``), ring buckets ``bhead/btail/bfill`` over the
+    sorted run, ``scal[S_CUR] .. scal[S_CURN]``), ring buckets ``bhead/btail/bfill`` (first block, last block, records) over the
     block pool ``bnext/brec``, ``ovf`` (overflow heap, ``scal[S_OVN]`` records), ``lk`` (sort
     scratch).
     ``scal[S_ERR]`` is set to 1 if a time exceeds ``scal[S_MAXT]`` (the bound).
@@ -270,7 +312,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
     which the first service found it full: every service that starts before that time was recorded (events are processed in time order, and a service starts no earlier than
     the event that performs it).  A ``budget`` of 0 processes nothing (it compiles the loop).
     """
-    n_fl = flit_flow.shape[0]
+    n_fl = fiss.shape[0]
     n_iss = iss_end.shape[0]
     b = scal[S_BITS]
     mask = (np.int64(1) << b) - 1
@@ -299,6 +341,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
     done = 0
     while done < budget:
         if ci < cn:                                        # the current run, merged with the heap
+            _prefetch_ahead(cur, ci, cn, mask, n_fl, stg, res_state, flow_row, fiss, ptr, iss_end)
             if hn > 0 and heap[0, 0] < cur[ci, 0]:
                 key = heap[0, 0]
                 st = heap[0, 1]
@@ -336,9 +379,7 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
             if out[i] >= window:
                 wait[i] = 2                                # window full
                 continue
-            fl = np.int64(flit_flow[f])
-            e = np.int64(flow_row[fl, 1])
-            sides = flow_row[fl, 6]
+            e = fiss[f, 0]                                 # the flit's issue row (issue_rows): no flow read
             svc = np.int64(stg[e, 1])
             fg = stg[e, 3]
             r = iss_res[i]
@@ -352,18 +393,8 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
             hops += 1
             if fg & F_MARK:
                 store_ps[f] = t + smark[e]
-            nseg = flow_row[fl, 0]
-            # on its last segment a flit's state is what its delivery needs (no per-flow read then)
-            last = ST_LAST | (np.int64(fl < ntf) << 61) | (np.int64(i) << 24) | (ph + 1)
-            if fg & F_LAST == 0:                           # next: stage 1 of segment 0
-                nst = last if nseg == 1 else fl << 8
-                nwh = ((e + 1) << 32) | flow_row[fl, 7 + (sides & 1)]
-            elif nseg > 1:                                 # next: segment 1
-                nst = last if nseg == 2 else (fl << 8) | 1
-                nwh = (np.int64(flow_row[fl, 2]) << 32) | flow_row[fl, 7 + ((sides >> 1) & 1)]
-            else:                                          # next: delivery
-                nst = last
-                nwh = np.int64(-1)
+            nst = fiss[f, 1]
+            nwh = fiss[f, 2]
             nxt = t + svc + stg[e, 2]
             if nxt > maxt:
                 err = 1
@@ -467,6 +498,38 @@ def run_chunk(stg, smark, flow_row, flit_flow, flit_phase,
         scal[S_ERR] = 1
         return 1
     return 1 if (hn == 0 and on == 0 and ringn == 0 and ci >= cn) else 0
+
+
+@_jit
+def issue_rows(flit_flow, flit_phase, iss_start, iss_end, flow_row, stg, ntf):
+    """Per flit ``f`` (global id) what its issue needs, read in issue order instead of from its flow's
+    row: ``fiss[f] = (e, state, where)``, its first stage ``e`` and the record of its next event
+    (the rules of ``run_chunk``'s issue: stage 1 of segment 0, else segment 1, else its delivery; on
+    its last segment the state is ``ST_LAST | traffic << 61 | issuer << 24 | phase + 1``).  An
+    issuer's flits are consecutive, so its issues read this table sequentially (24 B a flit)
+    where a flow row (64 B) was read for every issue."""
+    fiss = np.zeros((flit_flow.shape[0], 3), np.int64)
+    for i in range(iss_start.shape[0]):
+        for f in range(iss_start[i], iss_end[i]):
+            fl = np.int64(flit_flow[f])
+            ph = np.int64(flit_phase[f])
+            e = np.int64(flow_row[fl, 1])
+            sides = flow_row[fl, 6]
+            nseg = flow_row[fl, 0]
+            last = ST_LAST | (np.int64(fl < ntf) << 61) | (np.int64(i) << 24) | (ph + 1)
+            if stg[e, 3] & F_LAST == 0:                    # next: stage 1 of segment 0
+                nst = last if nseg == 1 else fl << 8
+                nwh = ((e + 1) << 32) | flow_row[fl, 7 + (sides & 1)]
+            elif nseg > 1:                                 # next: segment 1
+                nst = last if nseg == 2 else (fl << 8) | 1
+                nwh = (np.int64(flow_row[fl, 2]) << 32) | flow_row[fl, 7 + ((sides >> 1) & 1)]
+            else:                                          # next: delivery
+                nst = last
+                nwh = np.int64(-1)
+            fiss[f, 0] = e
+            fiss[f, 1] = nst
+            fiss[f, 2] = nwh
+    return fiss
 
 
 @_jit
