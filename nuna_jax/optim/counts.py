@@ -159,8 +159,9 @@ class CountEvaluator:
         return self.sp.counts[int(np.asarray(x)[0])]
 
 
-def count_plans(s, plan) -> dict:
-    """``{threadblocks per GPU: plan}`` for every count of :func:`scenario.tbs_candidates`, generated as
+def count_plans(s, plan, counts=None) -> dict:
+    """``{threadblocks per GPU: plan}`` for every count of ``counts`` (default
+    :func:`scenario.tbs_candidates`), generated as
     ``make_scenario`` generates them (:func:`scenario.generated_plan`); ``plan`` must be one of them
     (a generated plan of this system), else ``ValueError``."""
     from ..scenario import generated_plan, tbs_candidates
@@ -169,22 +170,23 @@ def count_plans(s, plan) -> dict:
         raise ValueError("tbs_per_gpu='best' searches generated plans only (an MSCCL file fixes its threadblocks)")
     out = {t: generated_plan(s, plan.collective, int(plan.size_bytes), algorithm=plan.algorithm, tbs_per_gpu=t,
                              elem_bytes=int(plan.elem_bytes))
-           for t in tbs_candidates(s.n_gpus, plan.algorithm)}
+           for t in (tbs_candidates(s.n_gpus, plan.algorithm) if counts is None else counts)}
     if plan_digest(plan) not in {plan_digest(p) for p in out.values()}:
         raise ValueError("tbs_per_gpu='best': the plan is not one of the generated plans of its counts "
                          f"{tuple(out)} (build it with scenario.make_scenario or scenario.generated_plan)")
     return out
 
 
-def prepare_counts(s, plan, **space_kw) -> dict:
+def prepare_counts(s, plan, counts=None, **space_kw) -> dict:
     """The union space of every count (module docstring): ``{"sp": CountSpace, "preps": [per count
     :func:`.driver.prepare`], "counts", "costs" ({count: NAP+NAR's estimate ns}), "ref" (the reference
-    count), "gid", "ht" (the reference count's)}``.  A count whose plan the CUs cannot hold is left out
+    count), "gid", "ht" (the reference count's)}``.  ``counts``: the threadblock counts per GPU
+    (default :func:`scenario.tbs_candidates`, NUNA 5.1's; others for tests).  A count whose plan the CUs cannot hold is left out
     (as ``make_scenario`` does)."""
     from .driver import prepare
     from .space import estimate_points, repair
     preps, costs, err = {}, {}, None
-    for t, p in count_plans(s, plan).items():
+    for t, p in count_plans(s, plan, counts).items():
         try:
             P = prepare(s, p, **space_kw)
         except ValueError as e:       # more threadblocks than the CUs can hold: not a candidate
