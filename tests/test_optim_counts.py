@@ -242,3 +242,25 @@ def test_score_gradient_over_a_count_union_is_the_exact_gradient():
 def test_tied_local_search_is_a_baseline():
     assert BASELINES[:4] == ("random", "local_search", "annealing", "no_descent")   # stable (README)
     assert BASELINES[4] == "tied_local_search"
+
+
+def test_cli_tbs_best_searches_the_count_and_saves_for_the_chosen_count(capsys, tmp_path):
+    """``nuna-jax optimize --tbs best`` (the default): JSON with the counts searched (NAP+NAR's first),
+    the chosen count and every baseline's; valid against the schema; the saved placement reads back
+    with ``--tbs`` the chosen count to the estimate reported."""
+    import json
+
+    from nuna_jax.cli import main
+    from nuna_jax.schemas import check
+    f = tmp_path / "p.json"
+    case = ["--system", "mono", "--gpus", "3", "--collective", "allgather", "--size", "30kB", "--nar-granularity", "3"]
+    assert main(["optimize", *case, "--candidates", "3", "--budget", "60", "--save", str(f), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    check(d, "optimize")
+    assert d["tbs_chosen_by"] == "optimize" and d["tbs"]["counts"] == [2, 8, 32]      # 2 x (1, 4, 16)
+    assert d["tbs"]["counts"][0] == d["tbs"]["nap_nar_count"]
+    assert d["tbs_per_gpu"] in d["tbs"]["counts"]
+    assert set(d["baselines"]) == set(BASELINES)
+    assert all(b["tbs_per_gpu"] in d["tbs"]["counts"] for b in d["baselines"].values())
+    assert main(["estimate", *case, "--tbs", str(d["tbs_per_gpu"]), "--placement", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_ns"] == pytest.approx(d["estimate_ns"], rel=1e-6)
