@@ -176,7 +176,8 @@ def test_tied_local_search_over_a_count_union_moves_active_variables_only():
     """A union of two counts (1 and 2 variables, 2 options each): every point the tied local search
     asks for keeps the inactive count's variables as they were; the only improving single move is the
     count's, then only the tied move of count 1's role improves."""
-    spaces = [types.SimpleNamespace(n_vars=1, var_n=np.array([2])), types.SimpleNamespace(n_vars=2, var_n=np.array([2, 2]))]
+    spaces = [types.SimpleNamespace(n_vars=1, var_n=np.array([2])),
+              types.SimpleNamespace(n_vars=2, var_n=np.array([2, 2]))]
     cs = CountSpace((1, 2), spaces, [None, None])
     assert cs.n_vars == 4 and cs.var_n.tolist() == [2, 2, 2, 2]
     cls = np.array([0, 1, 2, 2])
@@ -201,7 +202,8 @@ def test_score_gradient_over_a_count_union_is_the_exact_gradient():
     estimator equals the central-difference gradient of E[f] in every logit; f ignores the inactive
     count's variables (the unmasked estimator has the same mean, so also check the mask matters for
     a single sample: an inactive variable's term is 0)."""
-    spaces = [types.SimpleNamespace(n_vars=1, var_n=np.array([3])), types.SimpleNamespace(n_vars=2, var_n=np.array([2, 3]))]
+    spaces = [types.SimpleNamespace(n_vars=1, var_n=np.array([3])),
+              types.SimpleNamespace(n_vars=2, var_n=np.array([2, 3]))]
     cs = CountSpace((1, 2), spaces, [None, None])
     cls = np.array([0, 1, 2, 2])
     rng = np.random.default_rng(0)

@@ -124,7 +124,8 @@ def run(args) -> int:
                                   "n_candidates", "capacities", "timing_s", "tbs")})
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
-                "tbs_chosen_by": "optimize" if union else nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"], "seeds": args.seeds,
+                "tbs_chosen_by": "optimize" if union else nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"],
+                "seeds": args.seeds,
                 "seed": args.seed, "descent": not args.no_descent, "estimator": args.estimator.replace("-", "_"),
                 "saved": args.save, **system_labels(args, s)})
     if args.json:

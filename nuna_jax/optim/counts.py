@@ -181,7 +181,8 @@ def prepare_counts(s, plan, counts=None, **space_kw) -> dict:
     """The union space of every count (module docstring): ``{"sp": CountSpace, "preps": [per count
     :func:`.driver.prepare`], "counts", "costs" ({count: NAP+NAR's estimate ns}), "ref" (the reference
     count), "gid", "ht" (the reference count's)}``.  ``counts``: the threadblock counts per GPU
-    (default :func:`scenario.tbs_candidates`, NUNA 5.1's; others for tests).  A count whose plan the CUs cannot hold is left out
+    (default :func:`scenario.tbs_candidates`, NUNA 5.1's; others for tests).  A count whose plan the
+    CUs cannot hold is left out
     (as ``make_scenario`` does)."""
     from .driver import prepare
     from .space import estimate_points, repair
