@@ -394,7 +394,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
                                           float(sched.tau1_ns)))
         a_sim = float(sims[uniq[Evaluator.key(arg[2])]])
         gap.update(relaxed_ns=relaxed, argmax_simulated_ns=a_sim, relaxed_vs_argmax_simulated=relaxed / a_sim - 1.0,
-                   argmax_estimate_ns=float(arg[0]), argmax_source="descent" if descent else "init")
+                   argmax_estimate_ns=float(arg[0]), argmax_source="descent" if descent else "init",
+                   argmax_tbs_per_gpu=ev.tbs_per_gpu(arg[2]))
         if main["history"] and "loss" in main["history"]:
             gap["final_sampled_loss_ns"] = float(np.asarray(main["history"]["loss"])[-1, arg[1]])
     out = {
