@@ -27,6 +27,7 @@ moves in a seeded random order), :func:`random_search`, :func:`annealing`.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from typing import NamedTuple
 
@@ -539,25 +540,30 @@ def tied_local_search(ev: Evaluator, cls: np.ndarray, x0, rng: np.random.Generat
             act = np.ones(sp.n_vars, bool) if act is None else act
             moves = [("r", r, o) for r in roles_ for o in range(W)] + \
                     [("v", v, o) for v in np.flatnonzero(act).tolist() for o in range(int(sp.var_n[v])) if o != x[v]]
-            ys = []
-            for kind, a, o in (moves[i] for i in rng.permutation(len(moves))):
-                y = x.copy()
-                if kind == "r":
-                    m = (cls == a) & (sp.var_n > o) & act
-                    if not m.any() or np.all(y[m] == o):
-                        continue
-                    y[m] = o
-                else:
-                    y[a] = o
-                ys.append(y)
+            def points(x=x, act=act):      # the moves' points, built as they are evaluated (memory)
+                for kind, a, o in (moves[i] for i in rng.permutation(len(moves))):
+                    y = x.copy()
+                    if kind == "r":
+                        m = (cls == a) & (sp.var_n > o) & act
+                        if not m.any() or np.all(y[m] == o):
+                            continue
+                        y[m] = o
+                    else:
+                        y[a] = o
+                    yield y
+
             took = False
-            for i in range(0, len(ys), EVAL_BATCH):
+            it = points()
+            while True:
+                batch = list(itertools.islice(it, EVAL_BATCH))
+                if not batch:
+                    break
                 if max_evals is not None and ev.n_evals - n0 >= max_evals:
                     raise BudgetExhausted
-                est = ev.many(ys[i:i + EVAL_BATCH], label)
+                est = ev.many(batch, label)
                 j = int(np.argmin(est))
                 if est[j] < cur * (1 - 1e-9):
-                    x, cur, took = ys[i + j], est[j], True
+                    x, cur, took = batch[j], est[j], True
                     break
             if not took:
                 break
