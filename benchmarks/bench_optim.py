@@ -1,5 +1,5 @@
 """Speed of the placement search: the 8-GPU 1 MB All-Gather search with its simulator checks
-(``--baselines``: and the four equal-budget baselines), timed end to end (wall and CPU seconds),
+(``--baselines``: and the five equal-budget baselines, four before session 9), timed end to end (wall and CPU seconds),
 split into tables, compile, descent, rounding, local search, baselines and simulation.  Two runs in
 one process: the first pays the compiles (JAX and numba), the second shows the warm cost.
 
@@ -63,7 +63,8 @@ def main(argv=None):
     ap.add_argument("--tbs", type=int, default=None)
     ap.add_argument("--budget", type=int, default=800)
     ap.add_argument("--estimator", default="score", choices=("score", "straight_through"))
-    ap.add_argument("--baselines", action="store_true", help="also the four equal-budget baselines")
+    ap.add_argument("--baselines", action="store_true",
+                    help="also the five equal-budget baselines (four before session 9: the tied local search joined)")
     ap.add_argument("--vg-cost", action="store_true", help="measure a value-and-grad in forward evaluations")
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args(argv)

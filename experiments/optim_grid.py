@@ -8,11 +8,13 @@ Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
 simulator calls; NAP+NAR and UA simulated as references.  Every (case, seed) is one job; jobs
 run in ``--jobs`` processes, the costliest first.
 
-The grid (``CASES``, 26 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
+The grid (``CASES``, 30 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
 10 MB with 7 threadblocks per GPU; the three at 1 MB with 28 and 112; All-Gather 100 kB and
 10 MB with 28; 64 GPUs (63 threadblocks): All-Gather 1 MB and 10 MB, All-Reduce and All-to-All
 1 MB; the three MSCCL files in ../shared/data/msccl at 1 MB; the ``quad`` socket, All-Gather and
-All-Reduce 1 MB.  (All-Gather beside the Figure 14 GEMM is not in it: ``optimize`` has no
+All-Reduce 1 MB; the threadblock count searched (``tbs`` "best": ``optimize(..., tbs_per_gpu="best")``,
+the union over 7, 28 and 112), All-Gather, All-Reduce, All-to-All 1 MB and All-Gather 10 MB on 8
+GPUs (indices 26-29, ``BEST``).  (All-Gather beside the Figure 14 GEMM is not in it: ``optimize`` has no
 background traffic.)  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
 
 Output: ``OUT/optim_grid.json`` (rewritten as each case finishes), ``OUT/optim_grid.md`` (the
@@ -54,9 +56,22 @@ CASES = (
     + [(f"msccl {f} 1MB", "table2", f, 1_000_000, None, None)
        for f in ("ndv4_ag-1m.xml", "ndv4_a2a2ll.xml", "ncv4_ag_hier_4_LL.xml")]
     + [(f"quad {c} 1MB 8g t7", "quad", c, 1_000_000, 8, 7) for c in ("allgather", "allreduce")]
+    # session 9: the threadblock count searched (tbs "best": the union over 7, 28, 112; NAP+NAR at its
+    # own best count is the reference), indices 26-29
+    + [(f"{c} 1MB 8g tbest", "table2", c, 1_000_000, 8, "best") for c in ("allgather", "allreduce", "alltoall")]
+    + [("allgather 10MB 8g tbest", "table2", "allgather", 10_000_000, 8, "best")]
 )
+BEST = [i for i, c in enumerate(CASES) if c[5] == "best"]
 QUICK = [0, 6]   # All-Gather and All-to-All 100 kB, 8 GPUs, 7 threadblocks
-BASELINES = ("random", "local_search", "annealing", "no_descent")
+BASELINES = ("random", "local_search", "annealing", "no_descent", "tied_local_search")
+#: the gradient-free baselines the search is compared with ("vs best gradient-free"); the tied local
+#: search joined in session 9 (grids before it lack it: their rows use the other three)
+GRADIENT_FREE = ("random", "local_search", "annealing", "tied_local_search")
+
+
+def tbs_weight(case) -> int:
+    """A case's threadblocks per GPU for ordering jobs by cost ("best" and MSCCL plans rank as 112)."""
+    return case[5] if isinstance(case[5], int) else 112
 
 
 def parse_cases(spec: str) -> list[int]:
@@ -107,6 +122,7 @@ def run_case(case, seeds, budget, estimator="score", opts=None):
     shared by the seeds): ``optimize`` (search + the four baselines) per seed; ``estimator``: the
     descent's (``score`` or ``straight_through``); ``opts``: ``descent_share`` and ``group_roles``
     (None: ``optimize``'s defaults)."""
+    from nuna_jax.optim.counts import prepare_counts
     from nuna_jax.optim.driver import optimize, prepare
     from nuna_jax.optim.score import ScoreSchedule
     opts = opts or {}
@@ -117,7 +133,10 @@ def run_case(case, seeds, budget, estimator="score", opts=None):
         kw["score_sched"] = ScoreSchedule(group_roles=opts["group_roles"])
     t0 = time.perf_counter()
     s, plan = build(case)
-    prep = prepare(s, plan)
+    best = case[5] == "best"
+    if best:
+        kw["tbs_per_gpu"] = "best"
+    prep = prepare_counts(s, plan) if best else prepare(s, plan)
     t_prep = time.perf_counter() - t0
     out = []
     for seed in seeds:
@@ -129,8 +148,9 @@ def run_case(case, seeds, budget, estimator="score", opts=None):
                "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
                "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep},
                "wall_s": r["wall_s"], "job_wall_s": time.perf_counter() - t1, "choice": r["choice"],
-               "capacities": r["capacities"]}
-        out.append({"case": case[0], "n_gpus": int(plan.n_gpus), "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
+               "capacities": r["capacities"], "tbs_per_gpu": r["tbs_per_gpu"], "tbs": r["tbs"]}
+        out.append({"case": case[0], "n_gpus": int(plan.n_gpus),
+                    "tbs_per_gpu": "best" if best else int(plan.tbs_per_gpu.max(initial=0)),
                     "n_page_groups": r["n_page_groups"], "run": run})
     return out
 
@@ -174,6 +194,10 @@ def summary(r):
         vals = [x["baselines"][b]["simulated_ns"] for x in runs if b in x["baselines"]]
         row[b] = float(np.mean(vals)) if vals else None
         row[b + "_each"] = vals
+        row[b + "_tbs"] = [x["baselines"][b].get("tbs_per_gpu") for x in runs if b in x["baselines"]]
+    if runs[0].get("tbs"):       # the threadblock count searched: the count each method chose, per seed
+        row["tbs"] = {"nap_nar": runs[0]["tbs"]["nap_nar_count"], "counts": runs[0]["tbs"]["counts"],
+                      "search": [x["tbs_per_gpu"] for x in runs]}
     row["wall_s_per_seed"] = float(np.mean([x["wall_s"] for x in runs]))
     return row
 
@@ -186,14 +210,28 @@ def table_md(rows) -> str:
         if "error" in r:
             out.append(f"| {r['case']} | error: {r['error']} |")
             continue
-        free = min(r[b] for b in ("random", "local_search", "annealing") if r[b] is not None)
+        free = min(r[b] for b in GRADIENT_FREE if r.get(b) is not None)
         nd = r["no_descent"]
         out.append(f"| {r['case']} | {r['seeds']} | {r.get('budget', '-')} | {r['nap_nar']:.1f} | {r['search']:.1f}; "
                    + " / ".join(f"{v:.1f}" for v in r["search_each"]) + " | "
-                   + " | ".join("-" if r[b] is None else f"{r[b]:.1f}" for b in BASELINES)
+                   + " | ".join("-" if r.get(b) is None else f"{r[b]:.1f}" for b in BASELINES)
                    + " | " + ("-" if nd is None else f"{nd / r['search']:.3f}") + f" | {free / r['search']:.3f} | "
                    f"{r['nap_nar'] / r['search']:.3f} | {r['gap']:+.3f} |")
-    return "\n".join(out) + "\n\n" + criteria_md(rows)
+    return "\n".join(out) + "\n\n" + criteria_md(rows) + tbs_md(rows)
+
+
+def tbs_md(rows) -> str:
+    """The threadblock count each method chose, per seed, on the cases that search it."""
+    rows = [r for r in rows if "error" not in r and r.get("tbs")]
+    if not rows:
+        return ""
+    head = "| case | counts | NAP+NAR's | search | " + " | ".join(BASELINES) + " |"
+    out = ["", "Threadblocks per GPU chosen (per seed):", "", head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        out.append(f"| {r['case']} | {'/'.join(map(str, r['tbs']['counts']))} | {r['tbs']['nap_nar']} | "
+                   + " / ".join(map(str, r["tbs"]["search"])) + " | "
+                   + " | ".join(" / ".join(map(str, r[b + "_tbs"])) or "-" for b in BASELINES) + " |")
+    return "\n".join(out) + "\n"
 
 
 def criteria(rows) -> dict:
@@ -201,7 +239,7 @@ def criteria(rows) -> dict:
     import numpy as np
     ok = [r for r in rows if "error" not in r]
     nd = [r["no_descent"] / r["search"] for r in ok if r["no_descent"]]
-    free = [min(r[b] for b in ("random", "local_search", "annealing") if r[b] is not None) for r in ok]
+    free = [min(r[b] for b in GRADIENT_FREE if r.get(b) is not None) for r in ok]
     nap = [r["nap_nar"] / r["search"] for r in ok]
     gaps = [r["gap"] for r in ok if np.isfinite(r["gap"])]
     return {"cases": len(ok),
@@ -241,10 +279,10 @@ def plot(path):
     w = 0.8 / len(names)
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 5.5))
     for k, n in enumerate(names):
-        ys = [r["nap_nar"] / r[n] if r[n] else np.nan for r in rows]
+        ys = [r["nap_nar"] / r[n] if r.get(n) else np.nan for r in rows]
         ax.bar(x + (k - (len(names) - 1) / 2) * w, ys, w, label=n)
         for i, r in enumerate(rows):   # each seed as a dot
-            each = r["search_each"] if n == "search" else r[n + "_each"]
+            each = r["search_each"] if n == "search" else r.get(n + "_each", [])
             ax.plot([x[i] + (k - (len(names) - 1) / 2) * w] * len(each), [r["nap_nar"] / v for v in each],
                     "k.", ms=3)
     ax.axhline(1, color="gray", lw=0.5)
@@ -254,7 +292,7 @@ def plot(path):
     budgets = "/".join(str(b) for b in sorted({r.get("budget") or d["meta"]["budget"] for r in rows}, reverse=True))
     ax.set_title(f"search vs equal-budget baselines ({budgets} path-model evaluations, "
                  "3 simulator calls each; bars: mean over seeds, dots: seeds)", fontsize=9)
-    lo = min(min(r["nap_nar"] / r[n] for n in names if r[n]) for r in rows)
+    lo = min(min(r["nap_nar"] / r[n] for n in names if r.get(n)) for r in rows)
     ax.set_ylim(min(0.95, lo - 0.02), None)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -335,13 +373,13 @@ def main(argv=None):
             skipped.append({"case": CASES[i][0], "index": i, "missing": miss})
             continue
         b = case_budget(CASES[i], a.budget, a.budget_large, a.split_gpus)
-        if ((CASES[i][4] or 8) > a.split_gpus or (CASES[i][5] or 0) >= 112 or CASES[i][3] >= 10_000_000
+        if ((CASES[i][4] or 8) > a.split_gpus or tbs_weight(CASES[i]) >= 112 or CASES[i][3] >= 10_000_000
                 or CASES[i][2].endswith(".xml")):
             jobs += [(CASES[i], [sd], b, a.estimator, opts) for sd in range(seeds)]
         else:
             jobs.append((CASES[i], list(range(seeds)), b, a.estimator, opts))
     # the costliest first (64 GPUs, then many threadblocks), so the pool ends together
-    jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * (j[0][5] or 112)))   # an MSCCL plan (no tbs) ranks as 112
+    jobs.sort(key=lambda j: -((j[0][4] or 8) ** 2 * tbs_weight(j[0])))   # an MSCCL plan (no tbs) or "best" ranks as 112
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "optim_grid.json")
     t0 = time.perf_counter()

@@ -2,8 +2,10 @@
 default space and in wider ones (docs/optim.md, "Headroom").
 
 For each case and space variant: simulated annealing from NAP+NAR with ``--evals`` path-model
-evaluations (20x the grid's budget by default) and a *tied* local search (a move sets one role's
-option on every GPU at once, :func:`nuna_jax.optim.score.roles`, then single moves), each seeded;
+evaluations (20x the grid's budget by default) and a *tied* local search
+(:func:`nuna_jax.optim.point.tied_local_search`, since session 9 also the grid's
+``tied_local_search`` baseline: a move sets one role's option on every GPU at once,
+:func:`nuna_jax.optim.score.roles`, or one variable), each seeded;
 the best ``--simulate`` distinct points by the estimate are simulated beside NAP+NAR.  No budget
 parity here: this measures the space, not a search.
 
@@ -40,54 +42,12 @@ VARIANTS = {
 }
 
 
-def tied_local_search(ev, cls, x0, rng, max_evals):
-    """Local search over tied moves (role r -> option o on every variable of role r) and single
-    moves, in a seeded random order, the best of the first improving batch of 8 taken."""
-    import numpy as np
-    from nuna_jax.optim.point import EVAL_BATCH, BudgetExhausted
-    sp = ev.sp
-    x = np.asarray(x0, np.int64).copy()
-    n0 = ev.n_evals
-    cur = ev(x, "tied")
-    roles_ = np.unique(cls)
-    W = int(sp.var_n.max())
-    try:
-        while True:
-            moves = [("r", r, o) for r in roles_ for o in range(W)] + \
-                    [("v", v, o) for v in range(sp.n_vars) for o in range(int(sp.var_n[v])) if o != x[v]]
-            ys = []
-            for kind, a, o in (moves[i] for i in rng.permutation(len(moves))):
-                y = x.copy()
-                if kind == "r":
-                    m = (cls == a) & (sp.var_n > o)
-                    if not m.any() or np.all(y[m] == o):
-                        continue
-                    y[m] = o
-                else:
-                    y[a] = o
-                ys.append(y)
-            took = False
-            for i in range(0, len(ys), EVAL_BATCH):
-                if ev.n_evals - n0 >= max_evals:
-                    raise BudgetExhausted
-                est = ev.many(ys[i:i + EVAL_BATCH], "tied")
-                j = int(np.argmin(est))
-                if est[j] < cur * (1 - 1e-9):
-                    x, cur, took = ys[i + j], est[j], True
-                    break
-            if not took:
-                break
-    except BudgetExhausted:
-        pass
-    return x, cur
-
-
 def run(case_i, variant, evals, seeds, n_sim):
     import numpy as np
     from optim_grid import CASES, build
     from nuna_jax.lowering import build_traffic
     from nuna_jax.optim.driver import prepare
-    from nuna_jax.optim.point import Evaluator, annealing
+    from nuna_jax.optim.point import Evaluator, annealing, tied_local_search
     from nuna_jax.optim.score import roles
     from nuna_jax.sim import simulate_batch
     case = CASES[case_i]
@@ -108,7 +68,7 @@ def run(case_i, variant, evals, seeds, n_sim):
             if method == "annealing":
                 annealing(ev, x0, rng, n_evals=evals - 1)
             else:
-                tied_local_search(ev, cls, x0, rng, evals - 1)
+                tied_local_search(ev, cls, x0, rng, max_evals=evals - 1, label="tied")
             for e, _, x in ev.best(n_sim):
                 pts.setdefault(Evaluator.key(x), (e, x, f"{method}/{seed}"))
             out["methods"][f"{method}/{seed}"] = {"best_estimate_ns": float(ev.best(1)[0][0]), "evals": ev.n_evals}

@@ -226,7 +226,7 @@ def test_fixed_seed_same_placement(tmp_path):
     for k in KEYS[:-1]:
         assert r1[k] == r2[k], k
     assert r1["baselines"] == r2["baselines"]
-    assert set(r1["baselines"]) == {"random", "local_search", "annealing", "no_descent"}
+    assert set(r1["baselines"]) == {"random", "local_search", "annealing", "no_descent", "tied_local_search"}
     for b in r1["baselines"].values():
         assert b["path_model_evals"] <= 60 and b["simulator_calls"] <= 3
     f = tmp_path / "p.json"
@@ -244,7 +244,7 @@ def test_optimize_cli_budget_seed_no_descent(capsys):
     d = json.loads(capsys.readouterr().out)
     for k in KEYS:
         assert isinstance(d[k], float), k
-    assert set(d["baselines"]) == {"random", "local_search", "annealing", "no_descent"}
+    assert set(d["baselines"]) == {"random", "local_search", "annealing", "no_descent", "tied_local_search"}
     for b in d["baselines"].values():
         assert set(b) >= {"simulated_ns", "estimate_ns"}
     assert d["source"] in {p["kind"] for p in d["pool"]}

@@ -5,8 +5,11 @@ and repairs it, runs a local search, and judges its best candidates on the
 exact simulator, beside four baselines with the same budget (``--budget``
 path-model evaluations, three simulator calls each): random search, Algorithm 1
 + the local search, simulated annealing, and the same pipeline without the
-descent; NAP+NAR and UA are simulated as references.  ``--save FILE.json`` writes the chosen placement;
-``place``, ``estimate`` and ``simulate`` read it back with ``--placement``.
+descent, and the tied local search; NAP+NAR and UA are simulated as references.  ``--tbs best``
+(the default, generated plans, score descent): the threadblock count per GPU is searched too, over
+the counts NAP's "best" tries (``optim.counts``); NAP+NAR is NAP+NAR at its own best count.
+``--save FILE.json`` writes the chosen placement; ``place``, ``estimate`` and ``simulate`` read it
+back with ``--placement`` (and ``--tbs`` set to the count it was saved for).
 """
 
 from __future__ import annotations
@@ -94,6 +97,11 @@ def run(args) -> int:
     from ..progress import Stages
     steps = [k for k in OPTIMIZE_STEPS if not (k == "baselines" and args.no_baselines)
              and not (k == "descended" and args.no_descent)]
+    union = args.tbs == "best" and args.plan is None
+    if union and args.estimator == "straight-through":
+        union = False
+        print("nuna-jax optimize: --estimator straight-through searches one threadblock count: NAP+NAR's "
+              "best (use the score estimator to search the count too)", file=sys.stderr)
     with Stages("optimize", enabled=not args.json) as stages:
         with stages.stage("planning", 1, "plans") as st:
             s, plan, nap_sc = _plan(args, s)     # NAP+NAR's scenario (its searches compile the path model)
@@ -104,34 +112,40 @@ def run(args) -> int:
             r = optimize(s, plan, budget=args.budget, steps=args.steps, seeds=args.seeds,
                          n_candidates=args.candidates, descent=not args.no_descent, baselines=not args.no_baselines,
                          nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
-                         straight_through=args.straight_through, estimator=args.estimator.replace("-", "_"))
+                         straight_through=args.straight_through, estimator=args.estimator.replace("-", "_"),
+                         tbs_per_gpu="best" if union else None)
     pl = r.pop("placement")
+    plan = r.pop("plan")                 # the plan of the chosen count
     r = _finite_or_none(r)
     if args.save:
         save_placement(args.save, s, plan, pl, meta={k: r[k] for k in KEYS})
     out = {k: r[k] for k in KEYS}
     out.update({k: r[k] for k in ("source", "estimate_ns", "baselines", "budget", "pool", "gap", "granularity",
-                                  "n_candidates", "capacities", "timing_s")})
+                                  "n_candidates", "capacities", "timing_s", "tbs")})
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
-                "tbs_chosen_by": nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"], "seeds": args.seeds,
+                "tbs_chosen_by": "optimize" if union else nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"],
+                "seeds": args.seeds,
                 "seed": args.seed, "descent": not args.no_descent, "estimator": args.estimator.replace("-", "_"),
                 "saved": args.save, **system_labels(args, s)})
     if args.json:
         emit_json(out)
         return 0
     what = args.collective or args.plan
-    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({system_text(out)}), {out['tbs_per_gpu']} threadblocks/GPU "
-          f"({out['tbs_chosen_by']}, NAP+NAR's): g={r['granularity']}, "
+    tbs_text = (f"threadblocks/GPU searched over {r['tbs']['counts']} (NAP+NAR's: {r['tbs']['nap_nar_count']}), "
+                f"chosen {out['tbs_per_gpu']}" if union else
+                f"{out['tbs_per_gpu']} threadblocks/GPU ({out['tbs_chosen_by']}, NAP+NAR's)")
+    print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({system_text(out)}), {tbs_text}: g={r['granularity']}, "
           f"{r['n_candidates']} candidates/threadblock, {out['steps']} steps x {args.seeds} restarts, "
           f"budget {args.budget} path-model evaluations, seed {args.seed}")
     for k in KEYS:
         print(f"  {k:22s} {out[k]:12.3f}" if out[k] is not None else f"  {k:22s} {'-':>12s}")
     for name, b in r["baselines"].items():
-        print(f"  baseline {name:14s} {b['simulated_ns']:12.3f} ns simulated, {b['estimate_ns']:.3f} estimated "
-              f"({b['speedup_vs_nap_nar']:.3f}x NAP+NAR)")
+        print(f"  baseline {name:17s} {b['simulated_ns']:12.3f} ns simulated, {b['estimate_ns']:.3f} estimated "
+              f"({b['speedup_vs_nap_nar']:.3f}x NAP+NAR)" + (f", {b['tbs_per_gpu']} threadblocks/GPU" if union else ""))
     print(f"  chosen: {r['source']}; capacities ok: {r['capacities']['ok']}"
-          + (f"; saved to {args.save}" if args.save else ""))
+          + (f"; saved to {args.save}" + (f" (read it back with --tbs {out['tbs_per_gpu']})" if union else "")
+             if args.save else ""))
     return 0
 
 

@@ -31,8 +31,13 @@ The search (``descent=True``):
 5. the simulator on the best ``n_simulate`` (and NAP+NAR, the reference).
 
 Baselines, each with the same ``budget`` and ``n_simulate``: ``random``, ``local_search``
-(NAP+NAR + the local search), ``annealing`` (from NAP+NAR) and ``no_descent`` (step 2 off: the
-starting logits are rounded and the descent's evaluations go to the local search).  UA is
+(NAP+NAR + the local search), ``annealing`` (from NAP+NAR), ``no_descent`` (step 2 off: the
+starting logits are rounded and the descent's evaluations go to the local search) and
+``tied_local_search`` (from NAP+NAR, tied and single moves: :func:`.point.tied_local_search`).
+
+``tbs_per_gpu="best"`` (:mod:`.counts`): the space is the union over the threadblock counts of
+``scenario.tbs_candidates``, the count a variable of its own (option 0: NAP+NAR's count, the
+reference); every method searches the same union at the same budget.  UA is
 simulated as a reference outside every pool; NAP+NAR is the reference and the fallback of every
 pool but ``random``'s.
 """
@@ -51,9 +56,10 @@ from ..models.contention import smooth_estimate_ns
 from ..placement import place
 from ..sim import simulate_batch
 from .point import (EVAL_BATCH, BudgetExhausted, Evaluator, Schedule, _descend, annealing, argmax_point, init_logits,
-                    local_search, random_search, sample_points, st_tables, vg_cost)
+                    local_search, random_search, sample_points, st_tables, tied_local_search, vg_cost)
 from .score import ScoreSchedule, init_score_logits, roles, score_argmax, score_descent, score_sample
 from .space import check_point, estimate_points, hard_table, hard_traffic, make_space, repair
+from .counts import CountEvaluator, prepare_counts
 
 __all__ = ["optimize", "prepare", "KEYS", "BASELINES", "vg_cost", "OPTIMIZE_STEPS"]
 
@@ -62,7 +68,7 @@ OPTIMIZE_STEPS = ("tables", "compiled", "descended", "rounded", "searched", "bas
 
 KEYS = ("relaxed_ns", "rounded_estimate_ns", "simulated_ns", "nap_nar_simulated_ns", "ua_simulated_ns",
         "speedup_vs_nap_nar", "speedup_vs_ua", "wall_s")
-BASELINES = ("random", "local_search", "annealing", "no_descent")
+BASELINES = ("random", "local_search", "annealing", "no_descent", "tied_local_search")
 
 _COMPILED: dict = {}
 
@@ -98,11 +104,27 @@ def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 
     return {"sp": sp, "gid": gid, "ht": ht, "tt": st_tables(s, plan, sp, ht)}
 
 
+def _new_evaluator(ctx, budget):
+    """An evaluator of the search space with ``budget`` evaluations: a fixed count's
+    (:class:`.point.Evaluator`) or the union of counts' (:class:`.counts.CountEvaluator`)."""
+    P = ctx["prep"]
+    if "preps" in P:
+        return CountEvaluator(ctx["s"], P["sp"], P["preps"], budget=budget)
+    return Evaluator(ctx["s"], ctx["plan"], P["sp"], P["gid"], P["ht"], budget=budget)
+
+
+def _roles(ctx, sp, groups):
+    """The score descent's (and the tied local search's) roles of every variable."""
+    if "preps" in ctx["prep"]:
+        return sp.roles([pl.tb_gpu for pl in sp.plans], groups)
+    return roles(sp, ctx["plan"].tb_gpu, groups)
+
+
 def _score_stage(ctx, ev, descent, steps, T, say, kind, rng):
     """The score-function descent (:mod:`.score`) on ``ev``'s budget, then its argmax and samples
     evaluated.  Returns (history, descent evaluations, [(est, 0, argmax)], steps taken)."""
-    sp, plan, ssch, seed = ev.sp, ctx["plan"], ctx["score_sched"], ctx["seed"]
-    cls = roles(sp, plan.tb_gpu, ssch.group_roles)
+    sp, ssch, seed = ev.sp, ctx["score_sched"], ctx["seed"]
+    cls = _roles(ctx, sp, ssch.group_roles)
     hist, units = {}, 0
     if descent:
         say("compiled")            # nothing of its own to compile: the estimate is (``optimize``)
@@ -118,7 +140,7 @@ def _score_stage(ctx, ev, descent, steps, T, say, kind, rng):
     t0 = time.perf_counter()
     argmaxes = []
     try:
-        xa = score_argmax(sp, cls, z_own, z_tie)
+        xa = ev.canonical(score_argmax(sp, cls, z_own, z_tie))
         argmaxes.append((ev(xa, f"{kind}_argmax"), 0, xa))
         ev.many(list(score_sample(sp, cls, z_own, z_tie, ctx["n_samples"], rng)), f"{kind}_sample")
     except BudgetExhausted:
@@ -165,9 +187,9 @@ def _straight_through_stage(ctx, ev, descent, steps, T, say, kind, rng):
 def _pipeline(ctx, *, descent: bool, steps: int, T: dict, say) -> dict:
     """Steps 1-4 of the module docstring for one search (the descent and rounding: ``_score_stage`` or
     ``_straight_through_stage``)."""
-    s, plan, P, seed = ctx["s"], ctx["plan"], ctx["prep"], ctx["seed"]
-    sp = P["sp"]
-    ev = Evaluator(s, plan, sp, P["gid"], P["ht"], budget=ctx["budget"])
+    seed = ctx["seed"]
+    ev = _new_evaluator(ctx, ctx["budget"])
+    sp = ev.sp
     x0 = np.zeros(sp.n_vars, np.int64)
     ev(x0, "algorithm1")
     kind = "descent" if descent else "init"
@@ -196,14 +218,19 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
              search_starts: int = 2, nar_granularity: int | None = None, seed: int = 0, progress=None,
              sched: Schedule | None = None, search_budget_s: float | None = None, baseline: bool | None = None,
              search_evals: int | None = None, prepared=None, straight_through: float | None = None,
-             estimator: str = "score", score_sched: ScoreSchedule | None = None) -> dict:
+             estimator: str = "score", score_sched: ScoreSchedule | None = None,
+             tbs_per_gpu: str | None = None) -> dict:
     """Optimize ``plan``'s placement on ``s`` with ``budget`` path-model evaluations and
     ``n_simulate`` simulator calls per search (module docstring).
 
     Returns a dict with :data:`KEYS` and more: ``placement``, ``source``, ``estimate_ns``,
     ``baselines``, ``budget``, ``gap``, ``pool``, ``timing_s`` (diagnostic only).  ``baselines``:
     ``True`` (all of :data:`BASELINES`), ``False``, or a tuple of their names.  ``prepared``:
-    :func:`prepare`'s result for this ``s`` and ``plan``.  ``search_budget_s``, ``search_evals`` and
+    :func:`prepare`'s result for this ``s`` and ``plan`` (with ``tbs_per_gpu="best"``:
+    :func:`.counts.prepare_counts`'s).  ``tbs_per_gpu``: ``None`` (the plan's own count) or ``"best"``:
+    the union over the counts of ``scenario.tbs_candidates`` (:mod:`.counts`; ``plan`` a generated plan
+    of one of them, the score descent only); NAP+NAR is then NAP+NAR at its own best count, and
+    ``tbs_per_gpu`` in the result (and in each baseline's) is the chosen count.  ``search_budget_s``, ``search_evals`` and
     ``straight_through`` are accepted for old callers and ignored (the loss is always the
     straight-through one); ``baseline`` is the old name of ``baselines``.
     """
@@ -220,11 +247,23 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     if descent_share is None:   # docs/optim.md, "Settings": 3/4 chosen on the tuning set for the score descent
         descent_share = SCORE_DESCENT_SHARE if estimator == "score" else 0.5
     sched = sched or Schedule()
+    union = tbs_per_gpu is not None
+    if union and str(tbs_per_gpu).strip().lower() != "best":
+        raise ValueError(f"tbs_per_gpu must be None or 'best', got {tbs_per_gpu!r}")
+    if union and estimator != "score":
+        raise ValueError("tbs_per_gpu='best' (the threadblock count as a variable) needs estimator='score'")
     T = {}
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    prep = prepared or prepare(s, plan, nar_granularity=nar_granularity, n_candidates=n_candidates,
-                               n_stack_candidates=n_stack_candidates, group_pages=group_pages, pages=pages)
+    space_kw = dict(nar_granularity=nar_granularity, n_candidates=n_candidates,
+                    n_stack_candidates=n_stack_candidates, group_pages=group_pages, pages=pages)
+    if union:
+        prep = prepared or prepare_counts(s, plan, **space_kw)
+        if "preps" not in prep:
+            raise ValueError("tbs_per_gpu='best': prepared must come from counts.prepare_counts")
+        plan = prep["sp"].plans[0]          # the reference: NAP+NAR's own count
+    else:
+        prep = prepared or prepare(s, plan, **space_kw)
     sp, ht = prep["sp"], prep["ht"]
     T["tables_s"] = time.perf_counter() - t0
     say("tables")
@@ -244,11 +283,13 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
            "estimator": estimator, "score_sched": score_sched or ScoreSchedule(), "descent_share": float(descent_share)}
     if estimator == "score":   # compile the estimate for the batch sizes the searches use (not an evaluation)
         t0 = time.perf_counter()
-        x0 = np.zeros(sp.n_vars, np.int64)
-        cu0, st0 = repair(s, plan, sp, x0)
-        for n in (1, EVAL_BATCH):
-            estimate_points(s, ht, np.repeat(x0[None, :sp.n_tbs], n, 0), np.repeat(cu0[None], n, 0),
-                            np.repeat(st0[None], n, 0))
+        for pl_c, P_c in (zip(sp.plans, prep["preps"]) if union else [(plan, prep)]):
+            sp_c, ht_c = P_c["sp"], P_c["ht"]
+            x0 = np.zeros(sp_c.n_vars, np.int64)
+            cu0, st0 = repair(s, pl_c, sp_c, x0)
+            for n in (1, EVAL_BATCH):
+                estimate_points(s, ht_c, np.repeat(x0[None, :sp_c.n_tbs], n, 0), np.repeat(cu0[None], n, 0),
+                                np.repeat(st0[None], n, 0))
         T["compile_s"] = time.perf_counter() - t0
     main = _pipeline(ctx, descent=descent, steps=steps, T=T, say=say)
     ev = main["ev"]
@@ -264,7 +305,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
                     continue
                 bev = _pipeline(ctx, descent=False, steps=0, T={}, say=lambda *_: None)["ev"]
             else:
-                bev = Evaluator(s, plan, sp, prep["gid"], ht, budget=int(budget))
+                bev = _new_evaluator(ctx, int(budget))
                 rng = np.random.default_rng([int(seed), BASELINES.index(name)])
                 if name != "random":
                     bev(x0, "algorithm1")
@@ -272,6 +313,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
                     random_search(bev, rng)
                 elif name == "local_search":
                     local_search(bev, x0, rng)
+                elif name == "tied_local_search":
+                    tied_local_search(bev, _roles(ctx, sp, ctx["score_sched"].group_roles), x0, rng)
                 else:
                     annealing(bev, x0, rng, n_evals=int(budget) - 1)
             base[name] = bev
@@ -298,7 +341,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         k = Evaluator.key(x)
         if k not in uniq and not (refs is not None and k == k0):
             uniq[k] = len(trs)
-            trs.append(build_traffic(s, plan, ev.placement(x)))
+            trs.append(ev.traffic(x))
 
     if refs is None:
         add(x0)
@@ -326,12 +369,15 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
 
     (sim_ns, est_ns, source, choice), rows = judged("search")
     pl = ev.placement(choice)
+    plan_c, sp_c, x_c, _ = ev.part(choice)
+    ht_c = prep["preps"][int(choice[0])]["ht"] if union else ht
     baselines_out = {}
     for name, bev in base.items():
-        (bs, be, bl, _), brows = judged(name)
+        (bs, be, bl, bx), brows = judged(name)
         baselines_out[name] = {"simulated_ns": bs, "estimate_ns": be, "source": bl,
                                "speedup_vs_nap_nar": nap_ns / bs, "path_model_evals": bev.n_evals,
-                               "simulator_calls": sum(Evaluator.key(x) != k0 for *_, x in brows)}
+                               "simulator_calls": sum(Evaluator.key(x) != k0 for *_, x in brows),
+                               "tbs_per_gpu": bev.tbs_per_gpu(bx)}
     # the gap: the loss at the end of the descent, evaluated at its argmax (the
     # straight-through loss's forward value there: the smooth estimate at the last temperature; the
     # penalties are 0 at a repaired point), against the simulated time of that argmax
@@ -348,7 +394,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
                                           float(sched.tau1_ns)))
         a_sim = float(sims[uniq[Evaluator.key(arg[2])]])
         gap.update(relaxed_ns=relaxed, argmax_simulated_ns=a_sim, relaxed_vs_argmax_simulated=relaxed / a_sim - 1.0,
-                   argmax_estimate_ns=float(arg[0]), argmax_source="descent" if descent else "init")
+                   argmax_estimate_ns=float(arg[0]), argmax_source="descent" if descent else "init",
+                   argmax_tbs_per_gpu=ev.tbs_per_gpu(arg[2]))
         if main["history"] and "loss" in main["history"]:
             gap["final_sampled_loss_ns"] = float(np.asarray(main["history"]["loss"])[-1, arg[1]])
     out = {
@@ -370,12 +417,16 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
                    "descent_share": float(descent_share),
                    "discrete_evals": ev.n_evals - main["descent_units"], "used": ev.n_evals},
         "gap": gap,
-        "granularity": sp.cand.granularity, "n_candidates": sp.C, "n_stack_candidates": sp.K,
-        "n_page_groups": sp.n_grp, "n_rows_table": ht.n_rows, "n_rows_point": ht.n_hard,
-        "capacities": check_point(s, plan, sp, pl),
+        "granularity": sp_c.cand.granularity, "n_candidates": sp_c.C, "n_stack_candidates": sp_c.K,
+        "n_page_groups": sp_c.n_grp, "n_rows_table": ht_c.n_rows, "n_rows_point": ht_c.n_hard,
+        "capacities": check_point(s, plan_c, sp_c, pl),
+        "tbs_per_gpu": ev.tbs_per_gpu(choice), "plan": plan_c,
+        "tbs": ({"counts": list(sp.counts), "nap_nar_count": int(prep["ref"]),
+                 "nap_nar_estimate_ns": {str(k): float(v) for k, v in sorted(prep["costs"].items())}}
+                if union else None),
         "timing_s": T, "n_evals": ev.n_evals,
         "history": {k: np.asarray(v).tolist() for k, v in main["history"].items()},
         "local_search_trace": main["local_search_trace"],
-        "placement": pl, "choice": np.asarray(choice).tolist(),
+        "placement": pl, "choice": np.asarray(choice).tolist(), "choice_in_count": np.asarray(x_c).tolist(),
     }
     return out

@@ -27,6 +27,7 @@ moves in a seeded random order), :func:`random_search`, :func:`annealing`.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from typing import NamedTuple
 
@@ -36,6 +37,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from ..lowering import build_traffic
 from ..models.contention import smooth_estimate_ns
 from .space import HardTable, Space, assemble_point, estimate_points, gather_rows, repair
 
@@ -43,7 +45,7 @@ P_MIN = 1e-20
 EVAL_BATCH = 8          # points estimated per compiled call in the searches (one program)
 
 __all__ = ["Evaluator", "BudgetExhausted", "vg_cost", "StTables", "st_tables", "st_loss", "move_gradient", "init_logits", "argmax_point", "sample_points",
-           "descend", "guided_search", "local_search", "random_search", "annealing", "Schedule"]
+           "descend", "guided_search", "local_search", "random_search", "annealing", "tied_local_search", "Schedule"]
 
 
 class BudgetExhausted(Exception):
@@ -112,6 +114,21 @@ class Evaluator:
 
     def placement(self, x):
         return assemble_point(self.s, self.plan, self.sp, self.gid, x)
+
+    def canonical(self, x) -> np.ndarray:
+        """The point as it is keyed (every variable of a fixed count's space is active)."""
+        return np.asarray(x, np.int64)
+
+    def part(self, x):
+        """(plan, space, point, count option 0): :class:`.counts.CountEvaluator`'s interface."""
+        return self.plan, self.sp, np.asarray(x, np.int64), 0
+
+    def traffic(self, x):
+        """``lowering.build_traffic`` of the point's placement."""
+        return build_traffic(self.s, self.plan, self.placement(x))
+
+    def tbs_per_gpu(self, x) -> int:
+        return int(self.plan.tbs_per_gpu.max(initial=0))
 
     def best(self, k: int):
         """The ``k`` best evaluated points (ties: first evaluated first): ``[(est, label, x)]``."""
@@ -324,11 +341,21 @@ def sample_points(sp: Space, zt, zg, temp, n, rng) -> list[np.ndarray]:
 # ---------------------------------------------------------------------------
 # discrete searches
 # ---------------------------------------------------------------------------
+def _active(sp, x) -> np.ndarray | None:
+    """The variables that decide point ``x`` (``None``: all, a fixed count's space; a
+    :class:`.counts.CountSpace`: the count and that count's variables)."""
+    f = getattr(sp, "active_vars", None)
+    return None if f is None else f(x)
+
+
 def _moves(sp: Space, x):
-    """Every single move ``(var, option)`` away from ``x``."""
+    """Every single move ``(var, option)`` away from ``x`` (of the active variables)."""
     v = np.repeat(np.arange(sp.n_vars), sp.var_n)
     o = np.arange(int(sp.var_n.sum())) - np.repeat(np.cumsum(sp.var_n) - sp.var_n, sp.var_n)
     keep = o != x[v]
+    act = _active(sp, x)
+    if act is not None:
+        keep &= act[v]
     return v[keep], o[keep]
 
 
@@ -462,7 +489,12 @@ def annealing(ev: Evaluator, x0, rng: np.random.Generator, *, n_evals: int, t0_r
     x = np.asarray(x0, np.int64).copy()
     cur = ev(x, label)
     best, bx = cur, x.copy()
-    free = np.flatnonzero(sp.var_n > 1)
+
+    def free_of(x):
+        act = _active(sp, x)
+        return np.flatnonzero(sp.var_n > 1) if act is None else np.flatnonzero((sp.var_n > 1) & act)
+
+    free = free_of(x)
     if free.size == 0:
         return bx, best
     T0, T1 = t0_rel * cur, t1_rel * cur
@@ -479,7 +511,62 @@ def annealing(ev: Evaluator, x0, rng: np.random.Generator, *, n_evals: int, t0_r
         except BudgetExhausted:
             break
         if e <= cur or rng.random() < np.exp(-(e - cur) / T):
+            if v == 0 and _active(sp, x) is not None:   # the count moved: other variables are active now
+                free = free_of(y)
             x, cur = y, e
             if e < best:
                 best, bx = e, y.copy()
     return bx, best
+
+
+def tied_local_search(ev: Evaluator, cls: np.ndarray, x0, rng: np.random.Generator, *,
+                      max_evals: int | None = None, label: str = "tied_local_search"):
+    """Local search over *tied* moves and single moves (docs/optim.md, "Headroom"; gradient-free):
+    a tied move ``(r, o)`` sets every (active) variable of role ``r`` (``cls``, :func:`.score.roles`:
+    the same threadblock or page group of every GPU) that has option ``o`` to ``o``, the move a tied
+    logit of the score descent makes; a single move sets one variable.  All moves in a seeded random
+    order (reshuffled after every accepted move), evaluated ``EVAL_BATCH`` at a time; the best
+    improving move of the first batch that has one is taken.  Stops at a local optimum, after
+    ``max_evals`` new evaluations or when the budget is spent.  Returns ``(x, est)``."""
+    sp = ev.sp
+    x = np.asarray(x0, np.int64).copy()
+    n0 = ev.n_evals
+    cur = ev(x, label)
+    roles_ = np.unique(cls)
+    W = int(sp.var_n.max())
+    try:
+        while True:
+            act = _active(sp, x)
+            act = np.ones(sp.n_vars, bool) if act is None else act
+            moves = [("r", r, o) for r in roles_ for o in range(W)] + \
+                    [("v", v, o) for v in np.flatnonzero(act).tolist() for o in range(int(sp.var_n[v])) if o != x[v]]
+            def points(x=x, act=act):      # the moves' points, built as they are evaluated (memory)
+                for kind, a, o in (moves[i] for i in rng.permutation(len(moves))):
+                    y = x.copy()
+                    if kind == "r":
+                        m = (cls == a) & (sp.var_n > o) & act
+                        if not m.any() or np.all(y[m] == o):
+                            continue
+                        y[m] = o
+                    else:
+                        y[a] = o
+                    yield y
+
+            took = False
+            it = points()
+            while True:
+                batch = list(itertools.islice(it, EVAL_BATCH))
+                if not batch:
+                    break
+                if max_evals is not None and ev.n_evals - n0 >= max_evals:
+                    raise BudgetExhausted
+                est = ev.many(batch, label)
+                j = int(np.argmin(est))
+                if est[j] < cur * (1 - 1e-9):
+                    x, cur, took = batch[j], est[j], True
+                    break
+            if not took:
+                break
+    except BudgetExhausted:
+        pass
+    return x, cur

@@ -109,12 +109,19 @@ def score_gradient(sp: Space, cls, z_own, z_tie, xs, adv):
     """Score-function estimate of the gradient of ``E[f]`` with respect to ``(z_own, z_tie)`` from
     samples ``xs [B, n_vars]`` and their advantages ``adv [B]`` (``f - baseline``):
     ``mean_i adv_i (onehot(x_i) - p)`` per variable (d log softmax / d logits), summed by role into
-    the tied logits."""
+    the tied logits.  Over a union of threadblock counts (:class:`.counts.CountSpace`) a sample's
+    term for a variable its count does not use is 0 (the estimate does not depend on it: the exact
+    gradient of the expectation, with less variance)."""
     p = score_probs(sp, cls, z_own, z_tie)
     onehot = np.zeros((len(xs),) + p.shape)
     np.put_along_axis(onehot, np.asarray(xs)[..., None], 1.0, axis=-1)
-    g_own = np.where(_mask(sp, p.shape[1]), np.einsum("b,bvk->vk", np.asarray(adv, float), onehot - p[None])
-                     / len(xs), 0.0)
+    active = getattr(sp, "active_vars", None)
+    if active is None:
+        g_own = np.einsum("b,bvk->vk", np.asarray(adv, float), onehot - p[None])
+    else:
+        w = np.asarray(adv, float)[:, None] * np.stack([active(x) for x in xs]).astype(float)
+        g_own = np.einsum("bv,bvk->vk", w, onehot - p[None])
+    g_own = np.where(_mask(sp, p.shape[1]), g_own / len(xs), 0.0)
     g_tie = np.zeros_like(z_tie)
     np.add.at(g_tie, cls, g_own)
     return g_own, g_tie
