@@ -73,16 +73,21 @@ def main(argv=None) -> int:
         proc, proc_cpu = time.perf_counter() - t0, child_cpu() - c0
         before = after = None
         if a.before:
-            code = ("import json, sys, time; from nuna_jax.noc.sim import simulate_noc as f; "
+            code = ("import json, sys, time; import nuna_jax.noc.sim as m; f = m.simulate_noc; "
                     f"a = dict(path={str(cfg)!r}, overrides={ov!r}, seed={rep}); f(**a); "
                     "c = time.process_time(); r = f(**a); c = time.process_time() - c; "
                     "print(json.dumps({'wall_s': r['wall_s'], 'cpu_s': c, 'cycles': r['cycles'], "
                     "'accepted_flit_rate': r['accepted_flit_rate'], 'hops_avg': r['hops_avg'], "
-                    "'packet_latency_avg_cycles': r['packet_latency_avg_cycles']}))")
+                    "'packet_latency_avg_cycles': r['packet_latency_avg_cycles'], 'module': m.__file__}))")
             def child(tree):   # one warm-up run, then the timed one, in a fresh process on ``tree``
-                out = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=str(Path(tree).resolve())),
+                # run in ``tree``: ``python -c`` puts the working directory first on sys.path, before
+                # PYTHONPATH (run from this checkout, the "before" child imported this tree's code)
+                tree = Path(tree).resolve()
+                out = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=str(tree)), cwd=str(tree),
                                      capture_output=True, text=True, check=True).stdout
                 d = json.loads(out.strip().splitlines()[-1])
+                if not Path(d["module"]).resolve().is_relative_to(tree):
+                    raise RuntimeError(f"bench_noc: the child for {tree} imported {d['module']}")
                 fh = d["cycles"] * nodes * d["accepted_flit_rate"] * d["hops_avg"]
                 d.update(flit_hops=fh, flit_hops_per_s=fh / d["wall_s"], flit_hops_per_cpu_s=fh / d["cpu_s"],
                          speedup_vs_booksim=(fh / d["wall_s"]) / b_fhs,

@@ -26,13 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CFG = "/work/shared/tools/booksim2/configs/mesh88_uniform.cfg"
 
 CHILD = """import json, sys, time
-from nuna_jax.noc.sim import simulate_noc as f
+import nuna_jax.noc.sim as m
+f = m.simulate_noc
 a = dict(path=sys.argv[1], overrides=["injection_rate=" + sys.argv[2]])
 f(seed=0, **a)
 ts = []
 for s in range(int(sys.argv[3])):
     c = time.process_time(); f(seed=s, **a); ts.append(time.process_time() - c)
 print(json.dumps(ts))
+print(m.__file__)
 """
 
 
@@ -53,9 +55,14 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     for r in range(a.rounds):
         for t in (trees if r % 2 == 0 else trees[::-1]):
-            out = subprocess.run([sys.executable, "-c", CHILD, a.config, a.rate, str(a.runs)],
+            # in the tree: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH (run
+            # from a checkout, every child imported that checkout's code before session 9)
+            out = subprocess.run([sys.executable, "-c", CHILD, a.config, a.rate, str(a.runs)], cwd=t,
                                  env=dict(os.environ, PYTHONPATH=t), capture_output=True, text=True, check=True).stdout
-            times[t].extend(json.loads(out.strip().splitlines()[-1]))
+            lines = out.strip().splitlines()
+            if not Path(lines[-1]).resolve().is_relative_to(Path(t)):
+                raise RuntimeError(f"bench_noc_trees: the child for {t} imported {lines[-1]}")
+            times[t].extend(json.loads(lines[-2]))
     ref = statistics.median(times[trees[0]])
     rows = []
     print(f"{'tree':50s} {'min ms':>8s} {'median ms':>10s} {'x vs first (median)':>20s}")

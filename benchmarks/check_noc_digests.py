@@ -12,7 +12,9 @@ with ``==``).  Independently of the record, the packet latencies are also compar
 ``per_seed_latency`` lists of experiments/out/validate_booksim.json (written by the validation run).
 History: 26dfe76 wrote the first record, and the kernel's speed changes up to e53e43a reproduced all
 408 runs of it bit for bit; 3e24f01 changed the model (packets measured as BookSim2 marks them), so
-the record and the validation were rewritten by that code.  Needs BookSim2's configuration files (../shared/tools/booksim2).
+the record and the validation were rewritten by that code; session 9 added 4 configurations (8 runs)
+and re-recorded the whole file with the session-start code (5aca173: the 408 earlier runs unchanged), and
+its kernel rewrite (routers visit only their candidates) reproduced all 416.  Needs BookSim2's configuration files (../shared/tools/booksim2).
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ EXTRA = [
     ("mesh88_lat.cfg", ["wait_for_tail_credit=0", "injection_rate=0.006"]),
     ("mesh88_lat.cfg", ["traffic=neighbor", "topology=torus", "injection_rate=0.01"]),
     ("mesh88_uniform.cfg", ["injection_rate=0.6"]),   # unstable
+    # added in session 9 (recorded by the session-start code, 5aca173): 64 VCs (the top bit of a VC mask),
+    # delays above 1 (VCs wait in the kernel's wake calendar), no routing delay, a bigger torus
+    ("mesh88_uniform.cfg", ["topology=torus", "k=4", "num_vcs=64", "injection_rate=0.4"]),
+    ("mesh88_lat.cfg", ["routing_delay=2", "vc_alloc_delay=2", "sw_alloc_delay=2", "credit_delay=1",
+                        "injection_rate=0.005"]),
+    ("mesh88_uniform.cfg", ["routing_delay=0", "vc_alloc_delay=3", "injection_rate=0.3", "packet_size=3",
+                            "injection_rate_uses_flits=1"]),
+    ("mesh88_uniform.cfg", ["topology=torus", "k=16", "num_vcs=4", "vc_buf_size=4", "injection_rate=0.1"]),
 ]
 
 

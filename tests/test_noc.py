@@ -43,6 +43,9 @@ def _small(**kw):
     ({"packet_size": 20, "num_vcs": 8, "routing_delay": 0, "credit_delay": 2, "input_speedup": 2,
       "wait_for_tail_credit": 1}, 2 + 3 * 4 + 19),                         # 33: mesh88_lat's router
     ({"topology": "torus", "k": 4, "n": 1}, 2 + 2 * 5),                    # 12: one link each (wrap links too)
+    # delays above 1 (the kernel keeps a waiting VC in its wake calendar) and none
+    ({"routing_delay": 2, "sw_alloc_delay": 3}, 2 + 3 * (2 + 1 + 3 + 2)),  # 26
+    ({"routing_delay": 0, "vc_alloc_delay": 3, "packet_size": 4}, 2 + 3 * (0 + 3 + 1 + 2) + 3),   # 23
 ])
 def test_zero_load_latency_hand_computed(kw, want):
     cfg = _small(**kw)
@@ -347,3 +350,15 @@ def test_committed_validation_latency_at_every_rate_below_saturation():
         for p in r["points"]:
             if p["below_saturation"]:
                 assert abs(p["latency_rel_err"]) <= 0.05, (r["config"], r["vc_buf_size"], p["injection_rate"])
+
+
+def test_node_count_beyond_the_flit_word_is_refused():
+    """The kernel's flit word holds a destination in 20 bits: k^n > 2^20 is refused (naming k and n) even
+    when --max-work lifts the work limits; 2^20 itself passes that check."""
+    from nuna_jax.limits import Limits, using
+    with using(Limits(1 << 21)):
+        with pytest.raises(ValueError, match="'k' and 'n'.*2\\^20"):
+            load_config(text=SMALL, overrides=["k=1024", "n=3"])
+        cfg = load_config(text=SMALL, overrides=["k=1024", "n=2", "num_vcs=1", "vc_buf_size=1", "sample_period=1",
+                                                 "warmup_periods=1", "max_samples=1"])
+        assert cfg.nodes == 1 << 20

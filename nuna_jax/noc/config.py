@@ -149,6 +149,8 @@ class NocConfig(dict):
         from ..limits import active
         lim = active()
         lim.check("mesh_routers", nodes, f"configuration keys 'k' and 'n' (k^n = {self['k']}^{self['n']})")
+        if nodes > 1 << 20:   # the simulator's flit word holds a destination in 20 bits (noc/kernel.py)
+            raise ValueError(f"configuration keys 'k' and 'n': k^n = {nodes} nodes; the model holds at most 2^20")
         # the simulation's work and memory, before anything is allocated (a buffer slot, a router-cycle
         # and a simulated flit each count as one flit against the `flits` limit)
         lim.check("flits", nodes * (2 * self["n"] + 1) * self["num_vcs"] * self["vc_buf_size"],

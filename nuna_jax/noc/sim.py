@@ -77,6 +77,14 @@ def _topology(cfg: NocConfig):
     return nbr, wrap
 
 
+def _zeros64(n: int) -> np.ndarray:
+    """``n`` int64 zeros starting on a 64-byte boundary (a cache line: a VC's buffer of 8 slots, a row of 8
+    fields, is one line instead of two)."""
+    raw = np.zeros(n + 8, np.int64)
+    off = (-raw.ctypes.data % 64) // 8
+    return raw[off:off + n]
+
+
 class NocResult(dict):
     """The run's numbers (plain floats / ints), as ``nuna-jax noc --json`` prints them."""
 
@@ -143,26 +151,38 @@ def simulate_noc(cfg: NocConfig | None = None, *, path=None, overrides=(), seed:
     NIV = N * P * V
     i64 = lambda m, fill=0: np.full(m, fill, np.int64)  # noqa: E731
     st = np.zeros(K.N_STATS, np.float64)
-    pk = np.zeros((pcap, K.N_PK), np.int64)
+    pk = np.zeros(pcap * K.N_PK, np.int64)   # rows of K.N_PK fields, flat (constant strides in the loop)
     free_slots = np.arange(pcap, dtype=np.int64)
     src = [np.zeros((N, qcap), np.int64), i64(N), i64(N), i64(N), i64(N, -1), i64(N, V - 1),
            i64(N * V, B), i64(N * V), i64(N * V)]
-    bq = np.zeros((NIV * B, K.N_BQ), np.int64)
-    ivs = np.zeros((NIV, K.N_IVS), np.int64)
-    ovs = np.zeros((NIV, K.N_OVS), np.int64)
-    ovs[:, K.O_OWN] = -1
-    ovs[:, K.O_CRED] = B
-    nem, rfl = i64(N * P), i64(N)   # per router port: the mask of non-empty VCs; per router: flits held
+    bq = _zeros64(NIV * B)
+    ivs = np.zeros(NIV * K.N_IVS, np.int64)
+    rows = ivs.reshape(NIV, K.N_IVS)
+    rows[:, K.I_ROW] = np.arange(NIV) // V          # router * ports + input port
+    rows[:, K.I_RTR] = np.arange(NIV) // (P * V)    # router
+    ovs = np.zeros(NIV * K.N_OVS, np.int64)
+    ovs[K.O_OWN::K.N_OVS] = -1
+    ocr = i64(NIV, B)   # per output VC: its credits
+    ofree = i64(N * P, -1 if V >= 64 else (1 << V) - 1)   # per router port: the mask of free output VCs
+    # the routers' candidates: per router port, the mask of input VCs ready to ask for a VC (vam) / for the
+    # switch (sam); per router, the mask of ports with any (rva, rsa); input VCs waiting for their ready
+    # cycle are in the wake calendar (whead: a list per cycle slot, linked through wnext)
+    vam, rva, sam, rsa = i64(N * P), i64(N), i64(N * P), i64(N)
+    W2 = 1
+    while W2 < max(cfg["sw_alloc_delay"] + cfg["routing_delay"], cfg["vc_alloc_delay"]) + 2:
+        W2 *= 2
+    whead, wnext = i64(W2, -1), i64(NIV, -1)
     ptrs = [i64(N * P), i64(N * P * S), i64(N * P * S)]
     wheel = np.zeros((W, N * P * S + N + 1), np.int64)
     wcnt = i64(W)
-    aw, acnt = np.zeros((W, N * (P + 1), 5), np.int64), i64(W)   # a flit per link, source and sink a cycle
+    aw, acnt = np.zeros((W, N * (P + 1), 2), np.int64), i64(W)   # a flit per link, source and sink a cycle
     scr = K.scratch(P, V, S)
     K.seed_rng(seed)
 
     def step(c, c1, mode):
         c2, status = K.run_cycles(c, c1, mode, rate, prm, nbr, wrap, coord, dest, st, pk, free_slots, *src,
-                                  bq, nem, rfl, ivs, ovs, *ptrs, wheel, wcnt, aw, acnt, scr)
+                                  bq, vam, rva, sam, rsa, whead, wnext, ivs, ovs, ocr, ofree, *ptrs, wheel, wcnt, aw,
+                                  acnt, scr)
         if status == 2:
             raise RuntimeError("noc kernel: a buffer overflowed (a bug)")
         return int(c2), status

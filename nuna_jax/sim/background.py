@@ -56,6 +56,11 @@ class Background(NamedTuple):
     def total_flits(self) -> int:
         return int(np.sum(self.flits))
 
+    def stages(self, system: System):
+        """:func:`background_stages` of this table: how the path model (``models.contention``,
+        which may not import ``sim``) reads a background's paths, so both use one definition."""
+        return background_stages(system, self)
+
 
 def make_background(system: System, **cols) -> Background:
     """Validated :class:`Background` from columns (``tb``/``step``/``channel`` default 0)."""

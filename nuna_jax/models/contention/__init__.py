@@ -7,6 +7,8 @@ Built on :mod:`nuna_jax.path` (docs/model.md, "The path of a flit"), one idea pe
 * :mod:`.stage_engine` / :mod:`.runs_engine` — the two engines that build them (reference / fast),
   :mod:`.intervals` — the runs engine's interval primitives;
 * :mod:`.objective` — lower bound, estimate and smooth estimate as pure functions of the tables;
+* :mod:`.background` — a concurrent kernel's on-chip flows (``sim.Background``) as load on the
+  resources the traffic uses (``background=`` of the estimates; docs/analytical.md 2.7);
 * :mod:`.segplan` — segment reductions over a structure computed once per traffic (hardware sweeps:
   :func:`sweep_plans`, gathers instead of scatters, same numbers);
 * :mod:`.api` — the public jitted functions and :func:`path_costs` (pure; ``jit``/``vmap``/``grad``);
@@ -16,6 +18,7 @@ Built on :mod:`nuna_jax.path` (docs/model.md, "The path of a flit"), one idea pe
 Engine and chunk size are explicit static arguments (``engine="runs"|"stages"``, ``chunk_flows``).
 """
 
+from .background import BackgroundLoad, background_load
 from .api import (TEMPERATURE_NS, WEIGHT_TEMPERATURE_NS, PathCosts, analyze, estimate_ns, flow_latency_ns,
                   lower_bound_ns, path_costs, resource_busy_ns, resource_tables, smooth_estimate_ns,
                   window_busy_ns)
@@ -32,5 +35,5 @@ __all__ = [
     "resource_busy_ns", "window_busy_ns", "lower_bound_ns", "estimate_ns", "smooth_estimate_ns",
     "path_costs", "analyze", "breakdown", "bucket_rows", "pad_flows", "pad_traffic", "stack_traffic",
     "evaluate", "estimate_many", "batch_bucket", "batch_rows", "MAX_BATCH_ROWS",
-    "MIN_BATCH_ROWS", "sweep_plans", "SegPlan",
+    "MIN_BATCH_ROWS", "sweep_plans", "SegPlan", "BackgroundLoad", "background_load",
 ]

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from ...path import zero_load_latency_ns
 from ...system import System
 from ...traffic import Traffic
+from .background import BackgroundLoad, as_background_load, check_background, estimate_phases_bg, lse_phases_bg
 from .objective import estimate_phases, excess, lower_bound_phases, phase_max_latency, smooth_phases
 from .runs_engine import smooth_log_sums_runs, tables_runs
 from .stage_engine import smooth_log_sums_stages, tables_stages
@@ -33,12 +34,13 @@ def resource_tables(s: System, t: Traffic, n_phases: int, engine: str = "runs",
     return tables_stages(s, t, n_phases, int(chunk_flows))
 
 
-def _smooth(s, t, tb, tau, tau_w, engine, chunk_flows):
+def _smooth(s, t, tb, tau, tau_w, engine, chunk_flows, bl: BackgroundLoad | None = None):
     if engine == "runs":
         log_sums = lambda lr, tau_, logw: smooth_log_sums_runs(s, t, tb, lr, tau_, logw)  # noqa: E731
     else:
         log_sums = lambda lr, tau_, logw: smooth_log_sums_stages(s, t, tb, lr, tau_, tau_w, int(chunk_flows))  # noqa: E731
-    return smooth_phases(t, tb, log_sums, tau, tau_w)
+    bg = None if bl is None else functools.partial(lse_phases_bg, bl)
+    return smooth_phases(t, tb, log_sums, tau, tau_w, bg)
 
 
 def _static(t: Traffic, n_phases, engine: str, chunk_flows: int) -> dict:
@@ -82,10 +84,14 @@ def _lb_jit(s, t, n_phases, engine, chunk_flows):
 
 
 def lower_bound_ns(s: System, t: Traffic, n_phases: int | None = None, *, engine: str = "runs",
-                   chunk_flows: int = CHUNK_FLOWS):
+                   chunk_flows: int = CHUNK_FLOWS, background=None):
     """A lower bound on the completion time, ns (docs/analytical.md, "Lower bound"): per phase the
     max of the longest zero-load latency, every resource's earliest arrival + busy time + least
-    remaining latency, and every CU's window busy time; phases add.  Valid for hard traffic."""
+    remaining latency, and every CU's window busy time; phases add.  Valid for hard traffic.
+    ``background`` (a ``sim.Background`` or :class:`.background.BackgroundLoad`) is checked and
+    changes nothing: the bound holds beside any background on other CUs, and no background work
+    can be proved to precede the traffic's (docs/analytical.md 2.7)."""
+    check_background(background)
     return _lb_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
 
 
@@ -94,6 +100,11 @@ def _estimate(s, t, n_phases, engine, chunk_flows):
 
 
 _est_jit = jax.jit(_estimate, static_argnames=_STATIC)
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _est_bg_jit(s, t, bl, n_phases, engine, chunk_flows):
+    return jnp.sum(estimate_phases_bg(resource_tables(s, t, n_phases, engine, chunk_flows), bl)[0])
 
 
 def _estimate_batch(s, t, n_phases, engine, chunk_flows, vectorize: bool = True):
@@ -118,11 +129,16 @@ estimate_batch_quick_jit = jax.jit(_estimate_batch, static_argnames=_STATIC + ("
 
 
 def estimate_ns(s: System, t: Traffic, n_phases: int | None = None, *, engine: str = "runs",
-                chunk_flows: int = CHUNK_FLOWS):
+                chunk_flows: int = CHUNK_FLOWS, background=None):
     """Best estimate of the completion time, ns (docs/analytical.md, "Estimate"):
     per phase ``max( max_r Lmax_r + (B_r - svc_r)^+, max_cu Lmax_cu + (B_cu - Lbar_cu)^+ )``;
-    phases add.  Never below :func:`lower_bound_ns`."""
-    return _est_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
+    phases add.  Never below :func:`lower_bound_ns`.  ``background``: a concurrent kernel's
+    on-chip flows (``sim.Background``, or its :class:`.background.BackgroundLoad` computed once),
+    whose work is prorated into the resource terms (docs/analytical.md 2.7); ``None``: none."""
+    bl = as_background_load(s, background)
+    if bl is None:
+        return _est_jit(s, t, **_static(t, n_phases, engine, chunk_flows))
+    return _est_bg_jit(s, t, bl, **_static(t, n_phases, engine, chunk_flows))
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
@@ -131,13 +147,24 @@ def _smooth_jit(s, t, temperature_ns, weight_temperature_ns, n_phases, engine, c
     return jnp.sum(_smooth(s, t, tb, temperature_ns, weight_temperature_ns, engine, chunk_flows))
 
 
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _smooth_bg_jit(s, t, temperature_ns, weight_temperature_ns, bl, n_phases, engine, chunk_flows):
+    tb = resource_tables(s, t, n_phases, engine, chunk_flows)
+    return jnp.sum(_smooth(s, t, tb, temperature_ns, weight_temperature_ns, engine, chunk_flows, bl))
+
+
 def smooth_estimate_ns(s: System, t: Traffic, temperature_ns=TEMPERATURE_NS, n_phases: int | None = None,
                        weight_temperature_ns=WEIGHT_TEMPERATURE_NS, *, engine: str = "runs",
-                       chunk_flows: int = CHUNK_FLOWS):
+                       chunk_flows: int = CHUNK_FLOWS, background=None):
     """Smooth (differentiable) estimate, ns: :func:`estimate_ns` with every max a log-sum-exp at
     temperature ``temperature_ns``, each flow weighted by ``min(1, flits) * weight ** (tau_w / tau)``
-    (docs/model.md, "Flow weight").  Tends to the estimate as the temperature falls to 0."""
-    return _smooth_jit(s, t, temperature_ns, weight_temperature_ns, **_static(t, n_phases, engine, chunk_flows))
+    (docs/model.md, "Flow weight").  Tends to the estimate as the temperature falls to 0.
+    ``background``: as for :func:`estimate_ns`."""
+    bl = as_background_load(s, background)
+    if bl is None:
+        return _smooth_jit(s, t, temperature_ns, weight_temperature_ns, **_static(t, n_phases, engine, chunk_flows))
+    return _smooth_bg_jit(s, t, temperature_ns, weight_temperature_ns, bl,
+                          **_static(t, n_phases, engine, chunk_flows))
 
 
 class PathCosts(NamedTuple):
@@ -159,13 +186,15 @@ class PathCosts(NamedTuple):
 
 def path_costs(s: System, t: Traffic, *, n_phases: int, temperature_ns=TEMPERATURE_NS,
                weight_temperature_ns=WEIGHT_TEMPERATURE_NS, engine: str = "runs",
-               chunk_flows: int = CHUNK_FLOWS) -> PathCosts:
+               chunk_flows: int = CHUNK_FLOWS, background: BackgroundLoad | None = None) -> PathCosts:
     """All the path model's quantities in one pass: pure, no host conversion, so it composes under
     ``jit``, ``vmap`` (over stacked Systems, see ``system.stack_systems``, and over same-shape
-    Traffic batches, see :func:`stack_traffic`) and ``grad``."""
+    Traffic batches, see :func:`stack_traffic`) and ``grad``.  ``background``: a
+    :class:`.background.BackgroundLoad` (estimate, terms and smooth estimate with its load; the
+    bound, busy and window tables are the traffic's own)."""
     tb = resource_tables(s, t, n_phases, engine, chunk_flows)
     lb = lower_bound_phases(tb)
-    est, term_r, term_c = estimate_phases(tb)
+    est, term_r, term_c = estimate_phases(tb) if background is None else estimate_phases_bg(tb, background)
     ex_r, ex_w = excess(tb)
     kind = jnp.asarray(resource_kind_index(s))
     nk = len(KINDS)
@@ -176,7 +205,7 @@ def path_costs(s: System, t: Traffic, *, n_phases: int, temperature_ns=TEMPERATU
     def with_window(v_r, v_w):
         return jnp.concatenate([jnp.maximum(per_kind(v_r), 0.0), jnp.max(v_w, axis=1, keepdims=True)], axis=1)
 
-    sm = _smooth(s, t, tb, temperature_ns, weight_temperature_ns, engine, chunk_flows)
+    sm = _smooth(s, t, tb, temperature_ns, weight_temperature_ns, engine, chunk_flows, background)
     return PathCosts(tb.L, tb.busy, tb.wbusy, lb, est, phase_max_latency(tb), with_window(ex_r, ex_w),
                      with_window(term_r, term_c), with_window(tb.busy, tb.wbusy),
                      jnp.sum(lb), jnp.sum(est), jnp.sum(sm))
@@ -187,9 +216,10 @@ _path_costs_jit = jax.jit(path_costs, static_argnames=_STATIC)
 
 def analyze(s: System, t: Traffic, n_phases: int | None = None, temperature_ns=TEMPERATURE_NS,
             weight_temperature_ns=WEIGHT_TEMPERATURE_NS, *, engine: str = "runs",
-            chunk_flows: int = CHUNK_FLOWS) -> PathCosts:
-    """:func:`path_costs`, jitted (``n_phases`` read from concrete traffic when not given)."""
+            chunk_flows: int = CHUNK_FLOWS, background=None) -> PathCosts:
+    """:func:`path_costs`, jitted (``n_phases`` read from concrete traffic when not given);
+    ``background``: as for :func:`estimate_ns`."""
     return _path_costs_jit(s, t, temperature_ns=temperature_ns, weight_temperature_ns=weight_temperature_ns,
-                           **_static(t, n_phases, engine, chunk_flows))
+                           background=as_background_load(s, background), **_static(t, n_phases, engine, chunk_flows))
 
 

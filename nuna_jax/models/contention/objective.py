@@ -65,9 +65,11 @@ def estimate_phases(tb: Tables):
     return jnp.maximum(jnp.max(term_r, axis=1), jnp.max(term_c, axis=1)), term_r, term_c
 
 
-def smooth_phases(t, tb: Tables, resource_log_sums, tau, tau_w):
+def smooth_phases(t, tb: Tables, resource_log_sums, tau, tau_w, background_phases=None):
     """Smooth estimate per phase, ``[P]``.  ``resource_log_sums(lr, tau, logw)`` is the engine's
-    ``log sum_f exp((L_f - lr_r) / tau + logw_f)`` per (phase, resource)."""
+    ``log sum_f exp((L_f - lr_r) / tau + logw_f)`` per (phase, resource).  ``background_phases``
+    (``None``: no background): ``f(res_terms, used_r, cu_terms, used_c, lse_row) -> [P]``, the
+    phases with a background's load (``.background.lse_phases_bg``)."""
     P = tb.n_phases
     tau = jnp.asarray(tau, dtype=tb.L.dtype)
     lr, lc = segment_lmax(tb)
@@ -82,11 +84,20 @@ def smooth_phases(t, tb: Tables, resource_log_sums, tau, tau_w):
     sc = jax.ops.segment_sum(jnp.exp(zc), tb.wseg, num_segments=P * tb.n_cu).reshape(P, tb.n_cu)
     lse_c = jnp.where(used_c, lc_safe + tau * jnp.log(jnp.where(used_c & (sc > 0), sc, 1.0)), 0.0)
     ex_r, ex_w = excess(tb)
+    lse_row = lambda allt, mask: smooth_max(allt, mask, tau)  # noqa: E731
+    if background_phases is not None:
+        return background_phases(lse_r + ex_r, used_r, lse_c + ex_w, used_c, lse_row)
     allt = jnp.concatenate([lse_r + ex_r, lse_c + ex_w], axis=1)
     mask = jnp.concatenate([used_r, used_c], axis=1)
-    mx = jax.lax.stop_gradient(jnp.max(jnp.where(mask, allt, -BIG), axis=1, keepdims=True))
+    return lse_row(allt, mask)
+
+
+def smooth_max(allt, mask, tau):
+    """Log-sum-exp at temperature ``tau`` over the last axis of the terms ``allt`` where ``mask``
+    (stabilised by the hard maximum, without gradient); 0 where no term is used."""
+    mx = jax.lax.stop_gradient(jnp.max(jnp.where(mask, allt, -BIG), axis=-1, keepdims=True))
     mx = jnp.where(mx > -BIG / 2, mx, 0.0)
     za = jnp.where(mask, (allt - mx) / tau, -1e4)
-    ssum = jnp.sum(jnp.where(mask, jnp.exp(za), 0.0), axis=1)
-    any_used = jnp.any(mask, axis=1)
-    return jnp.where(any_used, mx[:, 0] + tau * jnp.log(jnp.where(any_used, ssum, 1.0)), 0.0)
+    ssum = jnp.sum(jnp.where(mask, jnp.exp(za), 0.0), axis=-1)
+    any_used = jnp.any(mask, axis=-1)
+    return jnp.where(any_used, mx[..., 0] + tau * jnp.log(jnp.where(any_used, ssum, 1.0)), 0.0)

@@ -163,10 +163,14 @@ def window_segment(s: System, t: Traffic, P: int):
 def window_terms(s: System, t: Traffic, L, P: int, plans: dict | None = None):
     """(wseg, wbusy, wflits, wlat, wfill) of the CU outstanding-request window (Little's law;
     ``wfill``: the first window's issue time, docs/analytical.md 2.3)."""
+    return window_terms_of(s, window_segment(s, t, P), load(t), L, P, plans)
+
+
+def window_terms_of(s: System, wseg, ld, L, P: int, plans: dict | None = None):
+    """:func:`window_terms` from columns: window segment ``wseg``, expected flits ``ld`` and
+    zero-load latency ``L`` of every flow (also the background's flows, ``.background``)."""
     NC = s.n_gpus * s.n_cus
     w = (plans or {}).get("w")
-    ld = load(t)
-    wseg = window_segment(s, t, P)
     hold = jnp.maximum(L - issue_cycle_ns(s), 0.0)
     wbusy = segment_reduce("sum", ld * hold, wseg, P * NC, w).reshape(P, NC) / s.max_outstanding_per_cu
     wflits = segment_reduce("sum", ld, wseg, P * NC, w).reshape(P, NC)
