@@ -1,0 +1,96 @@
+"""Does the search route around the Figure 14 GEMM, or only win what it wins without it?
+
+8-GPU 1 MB All-Gather, 7 threadblocks per GPU, beside the 100-tile GEMM of ``--gemm-mb`` MB per
+GPU (``optimize(..., gemm_mb_per_gpu=X)``, optim/gemm.py).  Per seed, at one budget (path-model
+evaluations) and 3 simulator calls, the search alone (no baselines) twice:
+
+* *aware*: the search with the GEMM (every estimate and simulator call takes it);
+* *blind*: the search without the GEMM (as ``optimize`` ran before), its chosen placement then
+  simulated beside the same GEMM;
+
+and each chosen placement simulated both with and without the GEMM; NAP+NAR (which ignores the
+GEMM) beside it and alone as the reference.  The same GEMM (its CUs avoid every CU any point of the
+space can use and UA's) for every placement.
+
+Usage: python experiments/optim_gemm_aware.py [--gemm-mb 8] [--seeds 3] [--budget 800] [--out DIR]
+  -> OUT/optim_gemm_aware_<gemm>MB.json (date and machine inside)
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gemm-mb", type=float, default=8.0)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--budget", type=int, default=800)
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "out"))
+    a = ap.parse_args(argv)
+    from nuna_jax import sim
+    from nuna_jax.lowering import build_traffic
+    from nuna_jax.optim.driver import optimize, prepare
+    from nuna_jax.optim.gemm import search_background
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import make_scenario
+    s0 = preset("table2", n_gpus=8)
+    sc = make_scenario(s0, collective="allgather", size_bytes=10**6, policy="nap+nar", tbs_per_gpu=7)
+    s, plan = sc.system, sc.plan
+    c0 = time.process_time()
+    P = prepare(s, plan)
+    g = search_background(s, P, plan, a.gemm_mb)
+    bg = g["bg"]
+
+    def sim_both(pl):
+        t = build_traffic(s, plan, pl)
+        r1, r0 = sim.simulate_batch(s, [t, t], backgrounds=[bg, None], stop_after_traffic=True)
+        return r1.traffic_completion_ps / 1000, r0.traffic_completion_ps / 1000
+
+    from nuna_jax.optim.space import assemble_point
+    nap_with, nap_alone = sim_both(assemble_point(s, plan, P["sp"], P["gid"], np.zeros(P["sp"].n_vars, np.int64)))
+    rows = []
+    for seed in range(a.seeds):
+        kw = dict(budget=a.budget, seed=seed, prepared=P, baselines=False)
+        aware = optimize(s, plan, gemm_mb_per_gpu=a.gemm_mb, **kw)
+        blind = optimize(s, plan, **kw)
+        aw, aw0 = sim_both(aware["placement"])
+        bw, bw0 = sim_both(blind["placement"])
+        row = {"seed": seed, "aware_with_gemm_ns": aw, "aware_alone_ns": aw0, "aware_source": aware["source"],
+               "aware_estimate_ns": aware["estimate_ns"], "aware_reported_ns": aware["simulated_ns"],
+               "blind_with_gemm_ns": bw, "blind_alone_ns": bw0, "blind_source": blind["source"],
+               "blind_estimate_ns": blind["estimate_ns"], "blind_reported_ns": blind["simulated_ns"],
+               "same_choice": aware["choice"] == blind["choice"]}
+        rows.append(row)
+        print(f"seed {seed}: aware {aw:.1f} (alone {aw0:.1f}, {aware['source']})  blind {bw:.1f} "
+              f"(alone {bw0:.1f}, {blind['source']})  NAP+NAR {nap_with:.1f} (alone {nap_alone:.1f})", flush=True)
+    mean = {k: float(np.mean([r[k] for r in rows])) for k in ("aware_with_gemm_ns", "aware_alone_ns",
+                                                               "blind_with_gemm_ns", "blind_alone_ns")}
+    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": f"{platform.node()} {platform.machine()} cpus={os.cpu_count()}", "load_avg": os.getloadavg(),
+           "case": "allgather 1MB 8g t7", "gemm": g["info"], "budget": a.budget, "seeds": a.seeds,
+           "nap_nar_with_gemm_ns": nap_with, "nap_nar_alone_ns": nap_alone, "rows": rows, "mean": mean,
+           "cpu_s": time.process_time() - c0}
+    print(f"mean: aware {mean['aware_with_gemm_ns']:.1f} blind {mean['blind_with_gemm_ns']:.1f} NAP+NAR {nap_with:.1f} "
+          f"(beside the GEMM); alone: aware {mean['aware_alone_ns']:.1f} blind {mean['blind_alone_ns']:.1f} "
+          f"NAP+NAR {nap_alone:.1f}")
+    d = Path(a.out)
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / f"optim_gemm_aware_{a.gemm_mb:g}MB.json"
+    f.write_text(json.dumps(out, indent=1))
+    print("wrote", f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
