@@ -8,14 +8,15 @@ Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
 simulator calls; NAP+NAR and UA simulated as references.  Every (case, seed) is one job; jobs
 run in ``--jobs`` processes, the costliest first.
 
-The grid (``CASES``, 32 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
+The grid (``CASES``, 33 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
 10 MB with 7 threadblocks per GPU; the three at 1 MB with 28 and 112; All-Gather 100 kB and
 10 MB with 28; 64 GPUs (63 threadblocks): All-Gather 1 MB and 10 MB, All-Reduce and All-to-All
 1 MB; the three MSCCL files in ../shared/data/msccl at 1 MB; the ``quad`` socket, All-Gather and
 All-Reduce 1 MB; the threadblock count searched (``tbs`` "best": ``optimize(..., tbs_per_gpu="best")``,
 the union over 7, 28 and 112), All-Gather, All-Reduce, All-to-All 1 MB and All-Gather 10 MB on 8
 GPUs (indices 26-29, ``BEST``); All-Gather 1 MB (7 threadblocks) beside the Figure 14 GEMM of 8 and 32 MB
-per GPU (indices 30-31, ``GEMM``: a case's optional 7th field, ``optimize(..., gemm_mb_per_gpu=X)``).  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
+per GPU (indices 30-31, ``GEMM``: a case's optional 7th field, ``optimize(..., gemm_mb_per_gpu=X)``), and at 8 MB
+with the threadblock count searched (index 32, Figure 14's setting).  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
 
 Output: ``OUT/optim_grid.json`` (rewritten as each case finishes), ``OUT/optim_grid.md`` (the
 table: simulated ns, mean over seeds, and each seed) and ``OUT/optim_grid.png`` (per case,
@@ -61,8 +62,10 @@ CASES = (
     + [(f"{c} 1MB 8g tbest", "table2", c, 1_000_000, 8, "best") for c in ("allgather", "allreduce", "alltoall")]
     + [("allgather 10MB 8g tbest", "table2", "allgather", 10_000_000, 8, "best")]
     # session 9: All-Gather beside the Figure 14 GEMM (NUNA 6.6): a 7th field, the GEMM's MB of HBM
-    # traffic per GPU (``optimize(..., gemm_mb_per_gpu=X)``, optim/gemm.py); indices 30-31, ``GEMM``
+    # traffic per GPU (``optimize(..., gemm_mb_per_gpu=X)``, optim/gemm.py); indices 30-32, ``GEMM``
     + [(f"allgather 1MB 8g t7 + GEMM {mb}MB", "table2", "allgather", 1_000_000, 8, 7, mb) for mb in (8, 32)]
+    # and Figure 14's own setting: the threadblock count searched too (index 32)
+    + [("allgather 1MB 8g tbest + GEMM 8MB", "table2", "allgather", 1_000_000, 8, "best", 8)]
 )
 BEST = [i for i, c in enumerate(CASES) if c[5] == "best"]
 
