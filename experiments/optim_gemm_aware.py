@@ -9,7 +9,9 @@ evaluations) and 3 simulator calls, the search alone (no baselines) twice:
   simulated beside the same GEMM;
 
 and each chosen placement simulated both with and without the GEMM; NAP+NAR (which ignores the
-GEMM) beside it and alone as the reference.  The same GEMM (its CUs avoid every CU any point of the
+GEMM) beside it and alone as the reference.  Per placement also the path model's view: its estimate
+beside the GEMM and its mesh-link busy time (ns, summed over the phases and GPUs) on the links the
+GEMM takes more than ``HOT`` of (``BackgroundLoad.rho``, docs/analytical.md 2.7).  The same GEMM (its CUs avoid every CU any point of the
 space can use and UA's) for every placement.
 
 Usage: python experiments/optim_gemm_aware.py [--gemm-mb 8] [--seeds 3] [--budget 800] [--out DIR]
@@ -29,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+
+HOT = 0.3   # a mesh link is "hot" when the GEMM takes more than this share of it while it runs
 
 
 def main(argv=None):
@@ -52,13 +56,26 @@ def main(argv=None):
     g = search_background(s, P, plan, a.gemm_mb)
     bg = g["bg"]
 
+    from nuna_jax.models.contention import analyze, estimate_ns
+    from nuna_jax.path import resource_layout
+    lay = resource_layout(s)
+    rho = np.asarray(g["bl"].rho).reshape(s.n_gpus, -1)[:, lay.offset_link:lay.offset_egress]
+
     def sim_both(pl):
         t = build_traffic(s, plan, pl)
         r1, r0 = sim.simulate_batch(s, [t, t], backgrounds=[bg, None], stop_after_traffic=True)
         return r1.traffic_completion_ps / 1000, r0.traffic_completion_ps / 1000
 
+    def model_view(pl):
+        """(estimate beside the GEMM ns, link busy ns on hot GEMM links, link busy ns in all)."""
+        t = build_traffic(s, plan, pl)
+        busy = np.asarray(analyze(s, t).busy_ns).sum(0).reshape(s.n_gpus, -1)[:, lay.offset_link:lay.offset_egress]
+        return float(estimate_ns(s, t, background=g["bl"])), float(busy[rho > HOT].sum()), float(busy.sum())
+
     from nuna_jax.optim.space import assemble_point
-    nap_with, nap_alone = sim_both(assemble_point(s, plan, P["sp"], P["gid"], np.zeros(P["sp"].n_vars, np.int64)))
+    nap_pl = assemble_point(s, plan, P["sp"], P["gid"], np.zeros(P["sp"].n_vars, np.int64))
+    nap_with, nap_alone = sim_both(nap_pl)
+    nap_view = model_view(nap_pl)
     rows = []
     for seed in range(a.seeds):
         kw = dict(budget=a.budget, seed=seed, prepared=P, baselines=False)
@@ -71,15 +88,22 @@ def main(argv=None):
                "blind_with_gemm_ns": bw, "blind_alone_ns": bw0, "blind_source": blind["source"],
                "blind_estimate_ns": blind["estimate_ns"], "blind_reported_ns": blind["simulated_ns"],
                "same_choice": aware["choice"] == blind["choice"]}
+        for who, r in (("aware", aware), ("blind", blind)):
+            e, hot, tot = model_view(r["placement"])
+            row.update({f"{who}_estimate_beside_ns": e, f"{who}_hot_link_busy_ns": hot, f"{who}_link_busy_ns": tot})
         rows.append(row)
         print(f"seed {seed}: aware {aw:.1f} (alone {aw0:.1f}, {aware['source']})  blind {bw:.1f} "
-              f"(alone {bw0:.1f}, {blind['source']})  NAP+NAR {nap_with:.1f} (alone {nap_alone:.1f})", flush=True)
+              f"(alone {bw0:.1f}, {blind['source']})  NAP+NAR {nap_with:.1f} (alone {nap_alone:.1f}); busy on hot "
+              f"GEMM links: aware {row['aware_hot_link_busy_ns']:.0f} blind {row['blind_hot_link_busy_ns']:.0f} "
+              f"NAP+NAR {nap_view[1]:.0f} ns", flush=True)
     mean = {k: float(np.mean([r[k] for r in rows])) for k in ("aware_with_gemm_ns", "aware_alone_ns",
                                                                "blind_with_gemm_ns", "blind_alone_ns")}
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "machine": f"{platform.node()} {platform.machine()} cpus={os.cpu_count()}", "load_avg": os.getloadavg(),
            "case": "allgather 1MB 8g t7", "gemm": g["info"], "budget": a.budget, "seeds": a.seeds,
-           "nap_nar_with_gemm_ns": nap_with, "nap_nar_alone_ns": nap_alone, "rows": rows, "mean": mean,
+           "nap_nar_with_gemm_ns": nap_with, "nap_nar_alone_ns": nap_alone, "hot_rho": HOT,
+           "nap_nar_estimate_beside_ns": nap_view[0], "nap_nar_hot_link_busy_ns": nap_view[1],
+           "nap_nar_link_busy_ns": nap_view[2], "rows": rows, "mean": mean,
            "cpu_s": time.process_time() - c0}
     print(f"mean: aware {mean['aware_with_gemm_ns']:.1f} blind {mean['blind_with_gemm_ns']:.1f} NAP+NAR {nap_with:.1f} "
           f"(beside the GEMM); alone: aware {mean['aware_alone_ns']:.1f} blind {mean['blind_alone_ns']:.1f} "
