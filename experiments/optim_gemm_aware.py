@@ -9,10 +9,10 @@ evaluations) and 3 simulator calls, the search alone (no baselines) twice:
   simulated beside the same GEMM;
 
 and each chosen placement simulated both with and without the GEMM; NAP+NAR (which ignores the
-GEMM) beside it and alone as the reference.  Per placement also the path model's view: its estimate
-beside the GEMM and its mesh-link busy time (ns, summed over the phases and GPUs) on the links the
-GEMM takes more than ``HOT`` of (``BackgroundLoad.rho``, docs/analytical.md 2.7).  The same GEMM (its CUs avoid every CU any point of the
-space can use and UA's) for every placement.
+GEMM) beside it and alone as the reference.  Per placement also the path model's view: its
+estimate beside the GEMM and its mesh-link busy time (ns, summed over the phases and GPUs) on the
+links the GEMM takes more than ``HOT`` of (``BackgroundLoad.rho``, docs/analytical.md 2.7).  The
+same GEMM (its CUs avoid every CU any point of the space can use and UA's) for every placement.
 
 Usage: python experiments/optim_gemm_aware.py [--gemm-mb 8] [--seeds 3] [--budget 800] [--out DIR]
   -> OUT/optim_gemm_aware_<gemm>MB.json (date and machine inside)

@@ -14,9 +14,10 @@ The grid (``CASES``, 33 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 
 1 MB; the three MSCCL files in ../shared/data/msccl at 1 MB; the ``quad`` socket, All-Gather and
 All-Reduce 1 MB; the threadblock count searched (``tbs`` "best": ``optimize(..., tbs_per_gpu="best")``,
 the union over 7, 28 and 112), All-Gather, All-Reduce, All-to-All 1 MB and All-Gather 10 MB on 8
-GPUs (indices 26-29, ``BEST``); All-Gather 1 MB (7 threadblocks) beside the Figure 14 GEMM of 8 and 32 MB
-per GPU (indices 30-31, ``GEMM``: a case's optional 7th field, ``optimize(..., gemm_mb_per_gpu=X)``), and at 8 MB
-with the threadblock count searched (index 32, Figure 14's setting).  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
+GPUs (indices 26-29, ``BEST``); All-Gather 1 MB (7 threadblocks) beside the Figure 14 GEMM of 8
+and 32 MB per GPU (indices 30-31, ``GEMM``: a case's optional 7th field,
+``optimize(..., gemm_mb_per_gpu=X)``), and at 8 MB with the threadblock count searched (index 32,
+Figure 14's setting).  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
 
 Output: ``OUT/optim_grid.json`` (rewritten as each case finishes), ``OUT/optim_grid.md`` (the
 table: simulated ns, mean over seeds, and each seed) and ``OUT/optim_grid.png`` (per case,

@@ -1,4 +1,4 @@
-"""The placement search beside a concurrent GEMM (nuna_jax.optim.gemm; issue 19 item 5, NUNA 6.6).
+"""The placement search beside a concurrent GEMM (nuna_jax.optim.gemm, NUNA 6.6).
 
 Independent references: ``lowering.build_traffic`` of the assembled placement estimated by the public
 ``estimate_ns(..., background=sim.Background)`` (not the search's ``BackgroundLoad``), the GEMM

@@ -1,4 +1,4 @@
-"""The threadblock count per GPU as a searched variable (issue 19, item 1; NUNA 5.1: "the
+"""The threadblock count per GPU as a searched variable (NUNA 5.1: "the
 best-performing number of threadblocks"; docs/optim.md, "What is searched").
 
 ``optimize(..., tbs_per_gpu="best")`` searches the union of the spaces of the counts that

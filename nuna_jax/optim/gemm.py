@@ -1,4 +1,4 @@
-"""The placement search beside a concurrent GEMM (NUNA section 6.6, Figure 14; issue 19 item 5;
+"""The placement search beside a concurrent GEMM (NUNA section 6.6, Figure 14;
 docs/optim.md, "Beside a GEMM (NUNA 6.6)").
 
 ``optimize(..., gemm_mb_per_gpu=X)`` searches the collective's placement while a naively placed
