@@ -14,8 +14,13 @@ estimate beside the GEMM and its mesh-link busy time (ns, summed over the phases
 links the GEMM takes more than ``HOT`` of (``BackgroundLoad.rho``, docs/analytical.md 2.7).  The
 same GEMM (its CUs avoid every CU any point of the space can use and UA's) for every placement.
 
-Usage: python experiments/optim_gemm_aware.py [--gemm-mb 8] [--seeds 3] [--budget 800] [--out DIR]
-  -> OUT/optim_gemm_aware_<gemm>MB.json (date and machine inside)
+``--nap-counts``: instead, NAP+NAR at each threadblock count of the union (the counts
+``optimize(..., tbs_per_gpu="best")`` searches) beside the GEMM of grid case 32 (its CUs avoid every
+count's space), simulated and estimated, with and without the GEMM: how much of the count-searched
+case's gain is NAP's own placement at another count.
+
+Usage: python experiments/optim_gemm_aware.py [--gemm-mb 8] [--seeds 3] [--budget 800] [--nap-counts] [--out DIR]
+  -> OUT/optim_gemm_aware_<gemm>MB.json or OUT/optim_gemm_nap_counts_<gemm>MB.json (date and machine inside)
 """
 
 import argparse
@@ -40,8 +45,11 @@ def main(argv=None):
     ap.add_argument("--gemm-mb", type=float, default=8.0)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--budget", type=int, default=800)
+    ap.add_argument("--nap-counts", action="store_true", help="NAP+NAR at every count of the union (module docstring)")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "out"))
     a = ap.parse_args(argv)
+    if a.nap_counts:
+        return nap_counts(a)
     from nuna_jax import sim
     from nuna_jax.lowering import build_traffic
     from nuna_jax.optim.driver import optimize, prepare
@@ -111,6 +119,45 @@ def main(argv=None):
     d = Path(a.out)
     d.mkdir(parents=True, exist_ok=True)
     f = d / f"optim_gemm_aware_{a.gemm_mb:g}MB.json"
+    f.write_text(json.dumps(out, indent=1))
+    print("wrote", f)
+    return 0
+
+
+def nap_counts(a):
+    """NAP+NAR at every threadblock count of the union beside grid case 32's GEMM (module docstring)."""
+    from nuna_jax import sim
+    from nuna_jax.models.contention import estimate_ns
+    from nuna_jax.optim.counts import CountEvaluator, prepare_counts
+    from nuna_jax.optim.gemm import search_background
+    from nuna_jax.presets import preset
+    from nuna_jax.scenario import make_scenario
+    s = preset("table2", n_gpus=8)
+    sc = make_scenario(s, collective="allgather", size_bytes=10**6, policy="nap+nar", tbs_per_gpu="best")
+    c0 = time.process_time()
+    P = prepare_counts(sc.system, sc.plan)
+    g = search_background(s, P, P["sp"].plans[0], a.gemm_mb)
+    ev = CountEvaluator(s, P["sp"], P["preps"], bl=g["bl"])
+    rows = []
+    for c, cnt in enumerate(P["counts"]):
+        x = np.zeros(P["sp"].n_vars, np.int64)
+        x[0] = c
+        t = ev.traffic(x)
+        r1, r0 = sim.simulate_batch(s, [t, t], backgrounds=[g["bg"], None], stop_after_traffic=True)
+        row = {"tbs_per_gpu": int(cnt), "nap_nar_reference_count": c == 0,
+               "sim_beside_ns": r1.traffic_completion_ps / 1000, "sim_alone_ns": r0.traffic_completion_ps / 1000,
+               "estimate_beside_ns": float(ev(x)), "estimate_alone_ns": float(estimate_ns(s, t))}
+        rows.append(row)
+        print(f"NAP+NAR at {cnt:3d} threadblocks/GPU: simulated beside {row['sim_beside_ns']:.1f} alone "
+              f"{row['sim_alone_ns']:.1f}; estimated beside {row['estimate_beside_ns']:.1f} alone "
+              f"{row['estimate_alone_ns']:.1f}", flush=True)
+    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": f"{platform.node()} {platform.machine()} cpus={os.cpu_count()}", "load_avg": os.getloadavg(),
+           "case": "allgather 1MB 8g tbest + GEMM (grid case 32)", "gemm": g["info"], "rows": rows,
+           "cpu_s": time.process_time() - c0}
+    d = Path(a.out)
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / f"optim_gemm_nap_counts_{a.gemm_mb:g}MB.json"
     f.write_text(json.dumps(out, indent=1))
     print("wrote", f)
     return 0
