@@ -154,3 +154,41 @@ def test_cli_gemm_flag_json(capsys, tmp_path):
     assert not set(d["gemm"]["gemm_cus"]) & {int(c) for c in np.ravel(tb_cu) if c >= 0}
     assert main(["optimize", "--system", "mono", *case, "--budget", "24", "--no-baselines", "--gemm-mb", "8"]) == 2
     assert "CUs" in capsys.readouterr().err
+
+
+def test_straight_through_loss_takes_the_gemm(small):
+    """The smooth side: ``move_gradient``'s value (the straight-through loss's forward pass) with the
+    GEMM in ``StTables.bl`` equals ``smooth_estimate_ns`` of the same rows (``st_traffic``) beside the
+    GEMM rebuilt from ``sim.gemm_background``, and is well above the value without it (the rows
+    differ from the lowered point's by the weight-``P_MIN`` alternatives, so the lowered traffic is
+    not the reference here); ``optimize`` with the straight-through descent runs beside the GEMM and
+    its loss at the argmax (the gap's ``relaxed_ns``) takes the GEMM too."""
+    import jax
+    import jax.numpy as jnp
+
+    from nuna_jax.models.contention import smooth_estimate_ns
+    from nuna_jax.optim.point import move_gradient, st_traffic
+    plan, P, g = small
+    sp, tt = P["sp"], P["tt"]
+    bg = rebuilt_gemm(T3, g["info"])
+    tau = 20.0
+    for x in _points(sp, 2, 5)[1:]:
+        cu, st = repair(T3, plan, sp, x)
+        xt, xg = jnp.asarray(x[:sp.n_tbs]), jnp.asarray(x[sp.n_tbs:])
+        v_bg = float(move_gradient(T3, tt.replace(bl=g["bl"]), xt, xg, tau, jnp.asarray(cu), jnp.asarray(st))[0])
+        v0 = float(move_gradient(T3, tt, xt, xg, tau, jnp.asarray(cu), jnp.asarray(st))[0])
+        rows = st_traffic(tt, xt, xg, jax.nn.one_hot(xt, sp.C), jax.nn.one_hot(xg, sp.K), jnp.asarray(cu),
+                          jnp.asarray(st))
+        ref = float(smooth_estimate_ns(T3, rows, tau, n_phases=tt.ht.n_phases, background=bg))
+        assert v_bg == pytest.approx(ref, rel=1e-5)
+        assert v_bg > 1.5 * v0        # a 16 MB GEMM more than doubles this collective's estimate
+    r = optimize(T3, plan, budget=60, baselines=False, n_simulate=1, prepared=P, estimator="straight_through",
+                 gemm_mb_per_gpu=16)
+    assert r["gemm_mb_per_gpu"] == 16.0 and r["budget"]["steps"] >= 1
+    # the gap's loss is the smooth estimate at the argmax beside the GEMM: a smooth maximum is at least
+    # the hard one (without the GEMM it would be less than half of this hard estimate)
+    gap = r["gap"]
+    assert gap["argmax_estimate_ns"] <= gap["relaxed_ns"] <= 1.1 * gap["argmax_estimate_ns"]
+    # and the descent's loss (every step's sampled smooth time) is beside the GEMM: without it every
+    # point of this space estimates below 0.6 x NAP+NAR's estimate beside it
+    assert min(np.ravel(r["history"]["time_ns"])) > 0.7 * r["nap_nar_estimate_ns"]
