@@ -8,14 +8,16 @@ Every case is run with ``--seeds-run`` seeds (3 by default); each seed runs
 simulator calls; NAP+NAR and UA simulated as references.  Every (case, seed) is one job; jobs
 run in ``--jobs`` processes, the costliest first.
 
-The grid (``CASES``, 30 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
+The grid (``CASES``, 33 cases): 8 GPUs, All-Gather / All-Reduce / All-to-All at 100 kB, 1 MB and
 10 MB with 7 threadblocks per GPU; the three at 1 MB with 28 and 112; All-Gather 100 kB and
 10 MB with 28; 64 GPUs (63 threadblocks): All-Gather 1 MB and 10 MB, All-Reduce and All-to-All
 1 MB; the three MSCCL files in ../shared/data/msccl at 1 MB; the ``quad`` socket, All-Gather and
 All-Reduce 1 MB; the threadblock count searched (``tbs`` "best": ``optimize(..., tbs_per_gpu="best")``,
 the union over 7, 28 and 112), All-Gather, All-Reduce, All-to-All 1 MB and All-Gather 10 MB on 8
-GPUs (indices 26-29, ``BEST``).  (All-Gather beside the Figure 14 GEMM is not in it: ``optimize`` has no
-background traffic.)  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
+GPUs (indices 26-29, ``BEST``); All-Gather 1 MB (7 threadblocks) beside the Figure 14 GEMM of 8
+and 32 MB per GPU (indices 30-31, ``GEMM``: a case's optional 7th field,
+``optimize(..., gemm_mb_per_gpu=X)``), and at 8 MB with the threadblock count searched (index 32,
+Figure 14's setting).  ``--quick``: All-Gather and All-to-All 100 kB on 8 GPUs, 2 seeds.
 
 Output: ``OUT/optim_grid.json`` (rewritten as each case finishes), ``OUT/optim_grid.md`` (the
 table: simulated ns, mean over seeds, and each seed) and ``OUT/optim_grid.png`` (per case,
@@ -60,8 +62,21 @@ CASES = (
     # own best count is the reference), indices 26-29
     + [(f"{c} 1MB 8g tbest", "table2", c, 1_000_000, 8, "best") for c in ("allgather", "allreduce", "alltoall")]
     + [("allgather 10MB 8g tbest", "table2", "allgather", 10_000_000, 8, "best")]
+    # session 9: All-Gather beside the Figure 14 GEMM (NUNA 6.6): a 7th field, the GEMM's MB of HBM
+    # traffic per GPU (``optimize(..., gemm_mb_per_gpu=X)``, optim/gemm.py); indices 30-32, ``GEMM``
+    + [(f"allgather 1MB 8g t7 + GEMM {mb}MB", "table2", "allgather", 1_000_000, 8, 7, mb) for mb in (8, 32)]
+    # and Figure 14's own setting: the threadblock count searched too (index 32)
+    + [("allgather 1MB 8g tbest + GEMM 8MB", "table2", "allgather", 1_000_000, 8, "best", 8)]
 )
 BEST = [i for i, c in enumerate(CASES) if c[5] == "best"]
+
+
+def case_gemm_mb(case):
+    """The case's concurrent GEMM, MB of HBM traffic per GPU (its optional 7th field; None: none)."""
+    return case[6] if len(case) > 6 else None
+
+
+GEMM = [i for i, c in enumerate(CASES) if case_gemm_mb(c) is not None]
 QUICK = [0, 6]   # All-Gather and All-to-All 100 kB, 8 GPUs, 7 threadblocks
 BASELINES = ("random", "local_search", "annealing", "no_descent", "tied_local_search")
 #: the gradient-free baselines the search is compared with ("vs best gradient-free"); the tied local
@@ -99,7 +114,7 @@ def build(case):
     """(system, plan) of a case, as ``nuna-jax optimize`` builds them (NAP+NAR's scenario)."""
     from nuna_jax.presets import preset
     from nuna_jax.scenario import make_scenario
-    _, sysname, what, size, gpus, tbs = case
+    _, sysname, what, size, gpus, tbs = case[:6]
     if what.endswith(".xml"):
         what = str(msccl_dir() / what)
         from nuna_jax.msccl import load_msccl
@@ -136,6 +151,8 @@ def run_case(case, seeds, budget, estimator="score", opts=None):
     best = case[5] == "best"
     if best:
         kw["tbs_per_gpu"] = "best"
+    if case_gemm_mb(case) is not None:
+        kw["gemm_mb_per_gpu"] = case_gemm_mb(case)
     prep = prepare_counts(s, plan) if best else prepare(s, plan)
     t_prep = time.perf_counter() - t0
     out = []
@@ -148,7 +165,8 @@ def run_case(case, seeds, budget, estimator="score", opts=None):
                "ua_simulated_ns": r["ua_simulated_ns"], "baselines": r["baselines"], "gap": r["gap"],
                "budget": r["budget"], "timing_s": {**r["timing_s"], "build_prepare_s": t_prep},
                "wall_s": r["wall_s"], "job_wall_s": time.perf_counter() - t1, "choice": r["choice"],
-               "capacities": r["capacities"], "tbs_per_gpu": r["tbs_per_gpu"], "tbs": r["tbs"]}
+               "capacities": r["capacities"], "tbs_per_gpu": r["tbs_per_gpu"], "tbs": r["tbs"],
+               "gemm": r.get("gemm")}
         out.append({"case": case[0], "n_gpus": int(plan.n_gpus),
                     "tbs_per_gpu": "best" if best else int(plan.tbs_per_gpu.max(initial=0)),
                     "n_page_groups": r["n_page_groups"], "run": run})

@@ -8,6 +8,8 @@ path-model evaluations, three simulator calls each): random search, Algorithm 1
 descent, and the tied local search; NAP+NAR and UA are simulated as references.  ``--tbs best``
 (the default, generated plans, score descent): the threadblock count per GPU is searched too, over
 the counts NAP's "best" tries (``optim.counts``); NAP+NAR is NAP+NAR at its own best count.
+``--gemm-mb X``: beside a concurrent 100-tile GEMM moving ``X`` MB of HBM traffic per GPU (NUNA 6.6,
+``optim.gemm``), on CUs no point of the search can use; every estimate and simulator run takes it.
 ``--save FILE.json`` writes the chosen placement; ``place``, ``estimate`` and ``simulate`` read it
 back with ``--placement`` (and ``--tbs`` set to the count it was saved for).
 """
@@ -63,6 +65,10 @@ def add_parser(sub) -> None:
                    help="ignored (kept for old scripts): budgets are counts, see --budget")
     p.add_argument("--seed", type=number(0, 2**32 - 1, integer=True, what="--seed"), default=0,
                    help="random seed, 0 .. 2^32 - 1 (default 0)")
+    p.add_argument("--gemm-mb", type=number(0.0, 1e6, lo_open=True, what="--gemm-mb"), default=None, metavar="X",
+                   help="search beside a concurrent 100-tile GEMM moving X MB of HBM traffic per GPU (NUNA 6.6, "
+                        "Fig. 14; on CUs no point of the search can use); every estimate and simulator run "
+                        "takes it (default: none)")
     p.add_argument("--save", default=None, metavar="FILE.json", help="write the chosen placement here")
 
 
@@ -113,7 +119,7 @@ def run(args) -> int:
                          n_candidates=args.candidates, descent=not args.no_descent, baselines=not args.no_baselines,
                          nar_granularity=args.nar_granularity, seed=args.seed, progress=bar,
                          straight_through=args.straight_through, estimator=args.estimator.replace("-", "_"),
-                         tbs_per_gpu="best" if union else None)
+                         tbs_per_gpu="best" if union else None, gemm_mb_per_gpu=args.gemm_mb)
     pl = r.pop("placement")
     plan = r.pop("plan")                 # the plan of the chosen count
     r = _finite_or_none(r)
@@ -121,7 +127,7 @@ def run(args) -> int:
         save_placement(args.save, s, plan, pl, meta={k: r[k] for k in KEYS})
     out = {k: r[k] for k in KEYS}
     out.update({k: r[k] for k in ("source", "estimate_ns", "baselines", "budget", "pool", "gap", "granularity",
-                                  "n_candidates", "capacities", "timing_s", "tbs")})
+                                  "n_candidates", "capacities", "timing_s", "tbs", "gemm_mb_per_gpu", "gemm")})
     out.update({"collective": args.collective, "plan_file": args.plan, "size_bytes": size,
                 "n_gpus": s.n_gpus, "tbs_per_gpu": int(plan.tbs_per_gpu.max(initial=0)),
                 "tbs_chosen_by": "optimize" if union else nap_sc.tbs_chosen_by, "steps": r["budget"]["steps"],
@@ -137,7 +143,9 @@ def run(args) -> int:
                 f"{out['tbs_per_gpu']} threadblocks/GPU ({out['tbs_chosen_by']}, NAP+NAR's)")
     print(f"{what} {format_size(size)} on {s.n_gpus} GPUs ({system_text(out)}), {tbs_text}: g={r['granularity']}, "
           f"{r['n_candidates']} candidates/threadblock, {out['steps']} steps x {args.seeds} restarts, "
-          f"budget {args.budget} path-model evaluations, seed {args.seed}")
+          f"budget {args.budget} path-model evaluations, seed {args.seed}"
+          + (f"; beside a {r['gemm']['n_tiles']}-tile GEMM of {args.gemm_mb:g} MB per GPU "
+             f"({r['gemm']['n_avoided_cus']} CUs avoided)" if r["gemm"] else ""))
     for k in KEYS:
         print(f"  {k:22s} {out[k]:12.3f}" if out[k] is not None else f"  {k:22s} {'-':>12s}")
     for name, b in r["baselines"].items():
@@ -160,6 +168,8 @@ def _check_work(args, s, work, plan=None) -> None:
     from ..optim.driver import BASELINES
     w = work if work is not None else plan_work(plan)
     flits = int(math.ceil(w["bytes"] / int(s.flit_bytes))) + w["plan_steps"]
+    if getattr(args, "gemm_mb", None):      # the GEMM's flits run in every simulator call too
+        flits += int(s.n_gpus) * int(math.ceil(args.gemm_mb * 1e6 / int(s.flit_bytes)))
     searches = 1 + (0 if args.no_baselines else len(BASELINES))
     runs = searches * N_SIMULATE + 3          # each search's best, the rounded argmax, NAP+NAR and UA
     what = args.collective or args.plan

@@ -1,4 +1,4 @@
-"""The threadblock count per GPU as a searched variable (issue 19, item 1; NUNA 5.1: "the
+"""The threadblock count per GPU as a searched variable (NUNA 5.1: "the
 best-performing number of threadblocks"; docs/optim.md, "What is searched").
 
 ``optimize(..., tbs_per_gpu="best")`` searches the union of the spaces of the counts that
@@ -82,12 +82,13 @@ class CountSpace:
 
 class CountEvaluator:
     """:class:`.point.Evaluator`'s interface over a :class:`CountSpace`: one sub-evaluator per count
-    (unbudgeted), one budget and one cache keyed by the canonical union point."""
+    (unbudgeted), one budget and one cache keyed by the canonical union point; ``bl``: every count's
+    estimates take this ``BackgroundLoad`` (:mod:`.gemm`), or ``None``."""
 
-    def __init__(self, s, cspace: CountSpace, preps: list, budget: int | None = None):
+    def __init__(self, s, cspace: CountSpace, preps: list, budget: int | None = None, bl=None):
         self.s, self.sp = s, cspace
         self.plan = cspace.plans[0]
-        self.subs = [Evaluator(s, pl, P["sp"], P["gid"], P["ht"]) for pl, P in zip(cspace.plans, preps)]
+        self.subs = [Evaluator(s, pl, P["sp"], P["gid"], P["ht"], bl=bl) for pl, P in zip(cspace.plans, preps)]
         self.cache: dict = {}
         self.label: dict = {}
         self.order: list = []

@@ -60,6 +60,7 @@ from .point import (EVAL_BATCH, BudgetExhausted, Evaluator, Schedule, _descend, 
 from .score import ScoreSchedule, init_score_logits, roles, score_argmax, score_descent, score_sample
 from .space import check_point, estimate_points, hard_table, hard_traffic, make_space, repair
 from .counts import CountEvaluator, prepare_counts
+from .gemm import search_background
 
 __all__ = ["optimize", "prepare", "KEYS", "BASELINES", "vg_cost", "OPTIMIZE_STEPS"]
 
@@ -91,8 +92,8 @@ def _compiled_descent(s, tt, zt, zg, key, sched):
 
 
 @jax.jit
-def _smooth_point(s, ht, xt, tb_cu, gstack, tau):
-    return smooth_estimate_ns(s, hard_traffic(ht, xt, tb_cu, gstack), tau, n_phases=ht.n_phases)
+def _smooth_point(s, ht, xt, tb_cu, gstack, tau, bl=None):
+    return smooth_estimate_ns(s, hard_traffic(ht, xt, tb_cu, gstack), tau, n_phases=ht.n_phases, background=bl)
 
 
 def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 4, n_stack_candidates: int = 4,
@@ -107,10 +108,10 @@ def prepare(s, plan, *, nar_granularity: int | None = None, n_candidates: int = 
 def _new_evaluator(ctx, budget):
     """An evaluator of the search space with ``budget`` evaluations: a fixed count's
     (:class:`.point.Evaluator`) or the union of counts' (:class:`.counts.CountEvaluator`)."""
-    P = ctx["prep"]
+    P, bl = ctx["prep"], ctx["bl"]
     if "preps" in P:
-        return CountEvaluator(ctx["s"], P["sp"], P["preps"], budget=budget)
-    return Evaluator(ctx["s"], ctx["plan"], P["sp"], P["gid"], P["ht"], budget=budget)
+        return CountEvaluator(ctx["s"], P["sp"], P["preps"], budget=budget, bl=bl)
+    return Evaluator(ctx["s"], ctx["plan"], P["sp"], P["gid"], P["ht"], budget=budget, bl=bl)
 
 
 def _roles(ctx, sp, groups):
@@ -154,7 +155,7 @@ def _straight_through_stage(ctx, ev, descent, steps, T, say, kind, rng):
     every restart's argmax and samples evaluated.  Returns (history, charged evaluations,
     [(est, restart, argmax)], steps)."""
     s, sp, B, sched = ctx["s"], ev.sp, ctx["seeds"], ctx["sched"]
-    tt, ht = ctx["prep"]["tt"], ctx["prep"]["ht"]
+    tt, ht = ctx["tt"], ctx["prep"]["ht"]
     k0, k1 = jax.random.split(jax.random.PRNGKey(ctx["seed"]))
     zt, zg = init_logits(k0, sp, B)
     hist, units = {}, 0
@@ -219,7 +220,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
              sched: Schedule | None = None, search_budget_s: float | None = None, baseline: bool | None = None,
              search_evals: int | None = None, prepared=None, straight_through: float | None = None,
              estimator: str = "score", score_sched: ScoreSchedule | None = None,
-             tbs_per_gpu: str | None = None) -> dict:
+             tbs_per_gpu: str | None = None, gemm_mb_per_gpu: float | None = None) -> dict:
     """Optimize ``plan``'s placement on ``s`` with ``budget`` path-model evaluations and
     ``n_simulate`` simulator calls per search (module docstring).
 
@@ -232,7 +233,11 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     of one of them, the score descent only); NAP+NAR is then NAP+NAR at its own best count, and
     ``tbs_per_gpu`` in the result (and in each baseline's) is the chosen count.  ``search_budget_s``, ``search_evals`` and
     ``straight_through`` are accepted for old callers and ignored (the loss is always the
-    straight-through one); ``baseline`` is the old name of ``baselines``.
+    straight-through one); ``baseline`` is the old name of ``baselines``.  ``gemm_mb_per_gpu``: a
+    concurrent 100-tile GEMM moving that many MB of HBM traffic per GPU (NUNA 6.6, :mod:`.gemm`):
+    built once, on CUs no point of the space can use; every estimate (hard and smooth) and every
+    simulator run (the searches', NAP+NAR's and UA's) takes it; ``gemm`` in the result describes it
+    (``None`` without one: then every number is as without the argument).
     """
     if search_budget_s is not None or search_evals is not None or straight_through is not None:
         warnings.warn("optimize: search_budget_s / search_evals / straight_through are ignored", DeprecationWarning,
@@ -265,6 +270,13 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     else:
         prep = prepared or prepare(s, plan, **space_kw)
     sp, ht = prep["sp"], prep["ht"]
+    gemm = None
+    if gemm_mb_per_gpu is not None:   # one GEMM per (prepared space, size): every seed the same
+        gemms = prep.setdefault("_gemm", {})
+        if float(gemm_mb_per_gpu) not in gemms:
+            gemms[float(gemm_mb_per_gpu)] = search_background(s, prep, plan, gemm_mb_per_gpu)
+        gemm = gemms[float(gemm_mb_per_gpu)]
+    bl = None if gemm is None else gemm["bl"]
     T["tables_s"] = time.perf_counter() - t0
     say("tables")
     vgc = vg_cost(ht)
@@ -280,7 +292,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
                          f"({units} evaluations at {vgc} per value-and-grad) and the rounding")
     ctx = {"s": s, "plan": plan, "prep": prep, "budget": int(budget), "seeds": int(seeds), "sched": sched,
            "seed": int(seed), "n_samples": int(n_samples), "search_starts": int(search_starts),
-           "estimator": estimator, "score_sched": score_sched or ScoreSchedule(), "descent_share": float(descent_share)}
+           "estimator": estimator, "score_sched": score_sched or ScoreSchedule(), "descent_share": float(descent_share),
+           "bl": bl, "tt": prep["tt"] if bl is None else prep["tt"].replace(bl=bl)}
     if estimator == "score":   # compile the estimate for the batch sizes the searches use (not an evaluation)
         t0 = time.perf_counter()
         for pl_c, P_c in (zip(sp.plans, prep["preps"]) if union else [(plan, prep)]):
@@ -289,7 +302,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
             cu0, st0 = repair(s, pl_c, sp_c, x0)
             for n in (1, EVAL_BATCH):
                 estimate_points(s, ht_c, np.repeat(x0[None, :sp_c.n_tbs], n, 0), np.repeat(cu0[None], n, 0),
-                                np.repeat(st0[None], n, 0))
+                                np.repeat(st0[None], n, 0), bl)
         T["compile_s"] = time.perf_counter() - t0
     main = _pipeline(ctx, descent=descent, steps=steps, T=T, say=say)
     ev = main["ev"]
@@ -335,7 +348,9 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
 
     pools = {"search": pool_of(ev), **{k: pool_of(b) for k, b in base.items()}}
     uniq, trs = {}, []
-    refs = prep.get("_reference_ns")   # NAP+NAR and UA: the same for every seed, simulated once
+    # NAP+NAR and UA: the same for every seed, simulated once (per GEMM)
+    ref_key = "_reference_ns" if gemm is None else f"_reference_ns_gemm_{float(gemm_mb_per_gpu)!r}"
+    refs = prep.get(ref_key)
 
     def add(x):
         k = Evaluator.key(x)
@@ -353,9 +368,13 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         add(arg[2])
     if refs is None:
         trs.append(build_traffic(s, plan, place(s, plan, "ua")))
-    sims = [float(r.completion_ns) for r in simulate_batch(s, trs)]
+    if gemm is None:
+        sims = [float(r.completion_ns) for r in simulate_batch(s, trs)]
+    else:      # beside the GEMM: the collective's own completion (the GEMM may outlast it)
+        sims = [r.traffic_completion_ps / 1000 for r in
+                simulate_batch(s, trs, backgrounds=[gemm["bg"]] * len(trs), stop_after_traffic=True)]
     if refs is None:
-        refs = prep["_reference_ns"] = (sims[uniq[k0]], sims[-1])
+        refs = prep[ref_key] = (sims[uniq[k0]], sims[-1])
     uniq.setdefault(k0, len(sims))
     sims.append(refs[0])
     T["simulate_s"] = time.perf_counter() - t0
@@ -391,7 +410,7 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         else:
             cu, st = repair(s, plan, sp, arg[2])
             relaxed = float(_smooth_point(s, ht, jnp.asarray(arg[2][:sp.n_tbs]), jnp.asarray(cu), jnp.asarray(st),
-                                          float(sched.tau1_ns)))
+                                          float(sched.tau1_ns), bl))
         a_sim = float(sims[uniq[Evaluator.key(arg[2])]])
         gap.update(relaxed_ns=relaxed, argmax_simulated_ns=a_sim, relaxed_vs_argmax_simulated=relaxed / a_sim - 1.0,
                    argmax_estimate_ns=float(arg[0]), argmax_source="descent" if descent else "init",
@@ -424,6 +443,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
         "tbs": ({"counts": list(sp.counts), "nap_nar_count": int(prep["ref"]),
                  "nap_nar_estimate_ns": {str(k): float(v) for k, v in sorted(prep["costs"].items())}}
                 if union else None),
+        "gemm_mb_per_gpu": None if gemm is None else float(gemm_mb_per_gpu),
+        "gemm": None if gemm is None else gemm["info"],
         "timing_s": T, "n_evals": ev.n_evals,
         "history": {k: np.asarray(v).tolist() for k, v in main["history"].items()},
         "local_search_trace": main["local_search_trace"],

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -53,10 +53,12 @@ class BudgetExhausted(Exception):
 
 
 class Evaluator:
-    """Point -> analytical estimate (ns), cached; counts distinct evaluations against ``budget``."""
+    """Point -> analytical estimate (ns), cached; counts distinct evaluations against ``budget``.
+    ``bl``: a concurrent kernel's ``BackgroundLoad`` every estimate takes (:mod:`.gemm`), or ``None``."""
 
-    def __init__(self, s, plan, sp: Space, gid, ht: HardTable, budget: int | None = None):
+    def __init__(self, s, plan, sp: Space, gid, ht: HardTable, budget: int | None = None, bl=None):
         self.s, self.plan, self.sp, self.gid, self.ht = s, plan, sp, gid, ht
+        self.bl = bl
         self.cache: dict = {}
         self.label: dict = {}
         self.order: list = []
@@ -91,7 +93,7 @@ class Evaluator:
             xt = np.stack([x[:self.sp.n_tbs] for x in chunk] + [chunk[0][:self.sp.n_tbs]] * pad)
             cu = np.stack([r[0] for r in rep] + [rep[0][0]] * pad)
             st = np.stack([r[1] for r in rep] + [rep[0][1]] * pad)
-            est = estimate_points(self.s, self.ht, xt, cu, st)
+            est = estimate_points(self.s, self.ht, xt, cu, st, self.bl)
             for x, e in zip(chunk, est[:len(chunk)]):
                 k = self.key(x)
                 self.cache[k] = float(e)
@@ -153,6 +155,7 @@ class StTables:
     n_gpus: int = struct.field(pytree_node=False)
     cu_cap: float = struct.field(pytree_node=False)
     st_cap: float = struct.field(pytree_node=False)
+    bl: Any = None            # a concurrent kernel's BackgroundLoad (:mod:`.gemm`), or None
 
 
 def st_tables(s, plan, sp: Space, ht: HardTable) -> StTables:
@@ -233,7 +236,7 @@ def st_loss(s, tt: StTables, zt, zg, key, temp, gscale, tau, lam_cu, lam_st, rho
     P = jax.lax.stop_gradient(jax.nn.one_hot(xt, zt.shape[-1]) - pt) + pt
     Q = jax.lax.stop_gradient(jax.nn.one_hot(xg, zg.shape[-1]) - pg) + pg
     t = st_traffic(tt, xt, xg, P, Q)
-    time_ns = smooth_estimate_ns(s, t, tau, n_phases=tt.ht.n_phases)
+    time_ns = smooth_estimate_ns(s, t, tau, n_phases=tt.ht.n_phases, background=tt.bl)
     vc, vs = _penalties(tt, P, Q)
     total = time_ns + jnp.sum(lam_cu * vc + 0.5 * rho * vc * vc) + jnp.sum(lam_st * vs + 0.5 * rho * vs * vs)
     return total, {"time_ns": time_ns, "vc": vc, "vs": vs, "xt": xt, "xg": xg}
@@ -248,7 +251,8 @@ def move_gradient(s, tt: StTables, xt, xg, tau, tb_cu=None, gstack=None):
     Q0 = jax.nn.one_hot(xg, tt.ht.grp_cand.shape[1])
 
     def f(P, Q):
-        return smooth_estimate_ns(s, st_traffic(tt, xt, xg, P, Q, tb_cu, gstack), tau, n_phases=tt.ht.n_phases)
+        return smooth_estimate_ns(s, st_traffic(tt, xt, xg, P, Q, tb_cu, gstack), tau, n_phases=tt.ht.n_phases,
+                                  background=tt.bl)
 
     v, (gP, gQ) = jax.value_and_grad(f, argnums=(0, 1))(P0, Q0)
     return v, gP, gQ

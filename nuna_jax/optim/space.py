@@ -43,6 +43,7 @@ from ..geometry import stack_router
 from ..lowering import build_traffic
 from ..models.contention import bucket_rows
 from ..models.contention.api import resource_tables
+from ..models.contention.background import estimate_phases_bg
 from ..models.contention.objective import estimate_phases
 from ..models.contention.tables import resolve_n_phases
 from ..nar import nar_domains
@@ -348,16 +349,20 @@ def hard_traffic(ht: HardTable, xt, tb_cu, gstack) -> Traffic:
                      bytes=t.bytes * w)
 
 
-def _est_one(s, ht, xt, tb_cu, gstack):
-    t = hard_traffic(ht, xt, tb_cu, gstack)
-    return jnp.sum(estimate_phases(resource_tables(s, t, ht.n_phases))[0])
+def _est_one(s, ht, xt, tb_cu, gstack, bl=None):
+    tb = resource_tables(s, hard_traffic(ht, xt, tb_cu, gstack), ht.n_phases)
+    return jnp.sum((estimate_phases(tb) if bl is None else estimate_phases_bg(tb, bl))[0])
 
 
 @jax.jit
-def _est_batch(s, ht, xt, tb_cu, gstack):
-    return jax.lax.map(lambda a: _est_one(s, ht, *a), (xt, tb_cu, gstack))
+def _est_batch(s, ht, xt, tb_cu, gstack, bl=None):
+    return jax.lax.map(lambda a: _est_one(s, ht, *a, bl), (xt, tb_cu, gstack))
 
 
-def estimate_points(s: System, ht: HardTable, xt, tb_cu, gstack) -> np.ndarray:
-    """Path-model estimate (ns) of a batch of repaired points ``[B, .]`` (one compiled program per B)."""
-    return np.asarray(_est_batch(s, ht, jnp.asarray(xt), jnp.asarray(tb_cu), jnp.asarray(gstack)))
+def estimate_points(s: System, ht: HardTable, xt, tb_cu, gstack, bl=None) -> np.ndarray:
+    """Path-model estimate (ns) of a batch of repaired points ``[B, .]`` (one compiled program per B).
+    ``bl``: a concurrent kernel's :class:`~nuna_jax.models.contention.BackgroundLoad` (computed once,
+    :mod:`.gemm`; docs/analytical.md 2.7), or ``None`` (no background: the program without it)."""
+    if bl is None:
+        return np.asarray(_est_batch(s, ht, jnp.asarray(xt), jnp.asarray(tb_cu), jnp.asarray(gstack)))
+    return np.asarray(_est_batch(s, ht, jnp.asarray(xt), jnp.asarray(tb_cu), jnp.asarray(gstack), bl))
