@@ -142,14 +142,18 @@ def simulate(scenario, *, engine="fast", max_time_ns=None, trace=None, trace_max
 def optimize(scenario, *, budget=800, seed=0, baselines=True, **options) -> dict:
     """Search the threadblock and page placement of a scenario's plan (docs/optim.md).
 
-    A relaxed placement is descended with Optax through the smooth path model, rounded,
-    repaired and improved by local search; the best few by the estimate are simulated and the
-    fastest simulated one is returned, beside NAP+NAR and UA (and, with ``baselines``, random
-    search, local search, annealing and no-descent at the same budget).  ``scenario``: from
+    A score-function descent over sampled placements (or, ``estimator="straight_through"``, a
+    relaxed placement descended with Optax through the smooth path model), rounded, repaired and
+    improved by local search; the best few by the estimate are simulated and the fastest
+    simulated one is returned, beside NAP+NAR and UA (and, with ``baselines``, random search,
+    local search, annealing, no-descent and the tied local search at the same budget).
+    ``tbs_per_gpu="best"`` searches the threadblock count too (NUNA 5.1's candidates);
+    ``gemm_mb_per_gpu=X`` puts a concurrent 100-tile GEMM of ``X`` MB of HBM traffic per GPU
+    beside every estimate and simulator run (NUNA 6.6).  ``scenario``: from
     :func:`make_scenario` (only its system and plan are used; NAP+NAR is the usual start).
     ``budget``: path-model evaluations (a value-and-grad counts 2 x candidates); ``seed``: the
     random seed; ``options``: :func:`nuna_jax.optim.driver.optimize`'s keywords (``steps``,
-    ``seeds``, ``n_candidates``, ``descent``, ...).
+    ``seeds``, ``n_candidates``, ``estimator``, ``tbs_per_gpu``, ``gemm_mb_per_gpu``, ...).
 
     Returns a dict: ``placement`` (a :class:`nuna_jax.placement.Placement`), ``estimate_ns`` (the
     path model's estimate of that placement, ns; ``rounded_estimate_ns`` is the same number),
