@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .point import Evaluator
+from .point import Evaluator, unseen_within_budget
 from .space import Space
 
 __all__ = ["CountSpace", "CountEvaluator", "prepare_counts", "count_plans"]
@@ -107,15 +107,7 @@ class CountEvaluator:
         """As :meth:`.point.Evaluator.many`: new canonical points charged one each, in order; the
         points of one count estimated together by that count's evaluator."""
         xs = [self.sp.canonical(x) for x in xs]
-        new, seen = [], set()
-        for x in xs:
-            k = self.key(x)
-            if k not in self.cache and k not in seen:
-                seen.add(k)
-                new.append(x)
-        short = len(new) > self.left()
-        if short:
-            new = new[:int(max(self.left(), 0))]
+        new, short = unseen_within_budget(self, xs)
         by: dict = {}
         for x in new:
             c, sub = self.sp.part(x)

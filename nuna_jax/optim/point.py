@@ -52,6 +52,20 @@ class BudgetExhausted(Exception):
     """The evaluator's budget of path-model evaluations is spent."""
 
 
+def unseen_within_budget(ev, xs) -> tuple[list, bool]:
+    """The points of ``xs`` that evaluator ``ev`` has not estimated (each once, in order; ``ev.key``
+    decides identity, ``ev.cache`` what was estimated), cut to what its budget can still pay
+    (``ev.left()``), and whether any were cut.  One place for every evaluator's charging rule."""
+    new, seen = [], set()
+    for x in xs:
+        k = ev.key(x)
+        if k not in ev.cache and k not in seen:
+            seen.add(k)
+            new.append(x)
+    short = len(new) > ev.left()
+    return (new[:int(max(ev.left(), 0))] if short else new), short
+
+
 class Evaluator:
     """Point -> analytical estimate (ns), cached; counts distinct evaluations against ``budget``.
     ``bl``: a concurrent kernel's ``BackgroundLoad`` every estimate takes (:mod:`.gemm`), or ``None``."""
@@ -76,15 +90,7 @@ class Evaluator:
         """Estimates of ``xs``; new points are charged; raises :class:`BudgetExhausted` (after
         evaluating as many as the budget allows) when the budget cannot pay for all."""
         xs = [np.asarray(x, np.int64) for x in xs]
-        new, seen = [], set()
-        for x in xs:
-            k = self.key(x)
-            if k not in self.cache and k not in seen:
-                seen.add(k)
-                new.append(x)
-        short = len(new) > self.left()
-        if short:
-            new = new[:int(max(self.left(), 0))]
+        new, short = unseen_within_budget(self, xs)
         for i in range(0, len(new), EVAL_BATCH):
             chunk = new[i:i + EVAL_BATCH]
             rep = [repair(self.s, self.plan, self.sp, x) for x in chunk]
