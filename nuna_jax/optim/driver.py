@@ -392,8 +392,8 @@ def optimize(s, plan, *, budget: int = 800, steps: int | None = None, seeds: int
     ht_c = prep["preps"][int(choice[0])]["ht"] if union else ht
     baselines_out = {}
     for name, bev in base.items():
-        (bs, be, bl, bx), brows = judged(name)
-        baselines_out[name] = {"simulated_ns": bs, "estimate_ns": be, "source": bl,
+        (bs, be, bsrc, bx), brows = judged(name)
+        baselines_out[name] = {"simulated_ns": bs, "estimate_ns": be, "source": bsrc,
                                "speedup_vs_nap_nar": nap_ns / bs, "path_model_evals": bev.n_evals,
                                "simulator_calls": sum(Evaluator.key(x) != k0 for *_, x in brows),
                                "tbs_per_gpu": bev.tbs_per_gpu(bx)}
