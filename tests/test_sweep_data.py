@@ -309,4 +309,5 @@ def test_early_workers_start_only_for_sim_grids_and_load_no_jax(tmp_path):
     procs = list(ex._processes.values())
     assert len(procs) == 1
     workers.close_early()
+    procs[0].join(30)                         # killed: reaped within seconds even on a loaded CPU
     assert workers.take_early(2) is None and not procs[0].is_alive()
