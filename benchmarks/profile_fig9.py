@@ -59,6 +59,19 @@ from nuna_jax.sweep import grid_from_dict  # noqa: E402
 from nuna_jax.sweep.run import execute  # noqa: E402
 
 
+def count_compiles() -> dict:
+    """``{"n": XLA compilations, "s": their summed seconds}`` from now on in this process (a
+    ``jax.monitoring`` listener, kept up to date as compilations happen)."""
+    comp = {"n": 0, "s": 0.0}
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            comp["n"] += 1
+            comp["s"] += duration
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return comp
+
+
 def compare_rows(rows: list, path: str) -> dict:
     """This run's rows against another run's (``rows``, or ``fig9`` -> first entry -> ``rows``), matched by
     the axis values (GPUs, size, policy; grid indices differ between grids): how many are bit-identical, differ, are missing; the largest relative
@@ -129,13 +142,7 @@ def one_build(a) -> int:
     ph.wrap(report, "estimate_batch_quick_jit", "estimate: XLA call")
     from nuna_jax.models import contention
     ph.wrap(contention, "estimate_many", "estimate (all)")
-    comp = {"n": 0, "s": 0.0}
-
-    def listen(event, duration, **kw):
-        if event == "/jax/core/compile/backend_compile_duration":
-            comp["n"] += 1
-            comp["s"] += duration
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    comp = count_compiles()
     s = preset("table2", n_gpus=int(gpus))
     tbs = a.tbs if a.tbs == "best" else int(a.tbs)
     load0 = os.getloadavg()
@@ -180,13 +187,7 @@ def split_tasks(a) -> int:
     gpus, size = a.split_tasks.split(",")
     n, size = int(gpus), int(parse_size(size))
     s = preset("table2", n_gpus=n)
-    comp = {"n": 0, "s": 0.0}
-
-    def listen(ev, dur, **kw):
-        if ev == "/jax/core/compile/backend_compile_duration":
-            comp["n"] += 1
-            comp["s"] += dur
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    comp = count_compiles()
 
     def cpu(a_, b_):
         return b_.ru_utime - a_.ru_utime + b_.ru_stime - a_.ru_stime
@@ -250,13 +251,7 @@ def main(argv=None) -> int:
         return one_build(a)
     if a.split_tasks:
         return split_tasks(a)
-    comp = {"n": 0, "s": 0.0}
-
-    def listen(event, duration, **kw):
-        if event == "/jax/core/compile/backend_compile_duration":
-            comp["n"] += 1
-            comp["s"] += duration
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    comp = count_compiles()
     axes = {"model": ["path"], "collective": ["allgather"], "gpus": [int(x) for x in a.gpus.split(",")],
             "size": a.sizes.split(","), "policy": a.policies.split(",")}
     if a.tbs != "best":
