@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .point import Evaluator, unseen_within_budget
+from .point import BudgetExhausted, Evaluator, record, unseen_within_budget
 from .space import Space
 
 __all__ = ["CountSpace", "CountEvaluator", "prepare_counts", "count_plans"]
@@ -114,13 +114,8 @@ class CountEvaluator:
             by.setdefault(c, []).append(sub)
         est = {c: iter(self.subs[c].many(subs, label)) for c, subs in sorted(by.items())}
         for x in new:
-            k = self.key(x)
-            self.cache[k] = float(next(est[int(x[0])]))
-            self.label[k] = label
-            self.order.append(k)
-            self.n_evals += 1
+            record(self, x, next(est[int(x[0])]), label)
         if short:
-            from .point import BudgetExhausted
             raise BudgetExhausted
         return [self.cache[self.key(x)] for x in xs]
 

@@ -66,6 +66,16 @@ def unseen_within_budget(ev, xs) -> tuple[list, bool]:
     return (new[:int(max(ev.left(), 0))] if short else new), short
 
 
+def record(ev, x, estimate_ns, label: str) -> None:
+    """Charge evaluator ``ev`` one evaluation: the estimate of point ``x`` (ns) cached under its key,
+    with the stage that asked for it (``label``) and its place in the evaluation order."""
+    k = ev.key(x)
+    ev.cache[k] = float(estimate_ns)
+    ev.label[k] = label
+    ev.order.append(k)
+    ev.n_evals += 1
+
+
 class Evaluator:
     """Point -> analytical estimate (ns), cached; counts distinct evaluations against ``budget``.
     ``bl``: a concurrent kernel's ``BackgroundLoad`` every estimate takes (:mod:`.gemm`), or ``None``."""
@@ -101,11 +111,7 @@ class Evaluator:
             st = np.stack([r[1] for r in rep] + [rep[0][1]] * pad)
             est = estimate_points(self.s, self.ht, xt, cu, st, self.bl)
             for x, e in zip(chunk, est[:len(chunk)]):
-                k = self.key(x)
-                self.cache[k] = float(e)
-                self.label[k] = label
-                self.order.append(k)
-                self.n_evals += 1
+                record(self, x, e, label)
         if short:
             raise BudgetExhausted
         return [self.cache[self.key(x)] for x in xs]
