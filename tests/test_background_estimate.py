@@ -7,21 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nuna_jax import preset, sim
+from nuna_jax import sim
 from nuna_jax.models import contention as K
 from nuna_jax.models.contention.background import prorate
 from nuna_jax.traffic import make_traffic
 
-S = preset()                 # Table 2, 8 GPUs
-HOP = 10 / 1.2
-LINK = 256 / (10e3 / 12)
-PORT = 256 / 50.0
-HBM = 256 / 2500.0
-CYC = 1 / 1.2
-# the flow of tests/test_contention.py (hand latency L0): CU 0 at router (0,0), read stack 0 channel 1
-# at router (1,0) (one hop), port 0 at (0,0), destination stack 15 on GPU 3
-L0 = (CYC + 120 + HOP + HBM + 150 + (LINK + HOP) + 120 + PORT + 500 + PORT
-      + 27 * (LINK + HOP) + HBM + 150)
+# Table 2's hand-derived stage times and the hand latency L0 of tests/test_contention.py's flow
+# (CU 0 at router (0,0), read stack 0 channel 1 at router (1,0), one hop; port 0 at (0,0);
+# destination stack 15 on GPU 3): one copy, there
+from test_contention import CYC, HBM, HOP, L0, LINK, PORT, S  # noqa: E402
+
 # a background read by CU 1 (router (0,0), like CU 0) of stack 0 channel 1: issue (cycle + cu_to_noc
 # + one request hop), HBM read, one response link (1,0) -> (0,0) (the collective's response link
 # too), cu_to_noc back into the CU
